@@ -1,0 +1,36 @@
+# Beam: `make demo` runs the local subnet, `make test` runs the whole suite.
+# Both create .venv and install everything they need on first use.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+# Torch goes in before the package so its own range (torch>=2.4) is already met.
+# The default is the CPU build; GPU users: make install TORCH_SPEC="torch" TORCH_INDEX="--index-url https://download.pytorch.org/whl/cu124"
+TORCH_SPEC  ?= torch==2.13.0
+TORCH_INDEX ?=
+PYTEST_ARGS ?=
+
+.PHONY: install demo test lint clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet $(TORCH_INDEX) "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $@
+
+demo: install
+	$(PY) scripts/demo.py
+
+test: install
+	$(PY) -m ruff check subnet neurons scripts tests
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(PY) -m ruff check subnet neurons scripts tests
+	$(PY) -m ruff format --check subnet neurons scripts tests
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache
