@@ -44,7 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     server.start_blocks()
-    logger.info("simnet serving {} (db {}, block {})", server.url, args.db, server.chain.state.block)
+    logger.info(
+        "simnet serving {} (db {}, block {})", server.url, args.db, server.chain.state.block
+    )
     stop.wait()
     server.close()
     logger.info("simnet stopped at block {}", server.chain.state.block)

@@ -8,7 +8,8 @@ error name (``NotRegistered``, ``SettingWeightsTooFast`` ...), which the SDK map
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .state import U16_MAX, ChainState, Neuron
 
@@ -49,9 +50,7 @@ def burned_register(state: ChainState, origin: str, p: dict[str, Any]) -> dict[s
     if len(neurons) < subnet.hparams.max_uids:
         uid = len(neurons)
     else:
-        prunable = [
-            n for n in neurons if block - n.registered_at >= subnet.hparams.immunity_period
-        ]
+        prunable = [n for n in neurons if block - n.registered_at >= subnet.hparams.immunity_period]
         if not prunable:
             raise CallError("NoNeuronIdAvailable", "subnet is full and every neuron is immune")
         uid = min(prunable, key=lambda n: (n.emission, n.registered_at)).uid

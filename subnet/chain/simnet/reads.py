@@ -9,7 +9,8 @@ leaves that count at zero, so an SDK upgrade that starts reading something new f
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .state import ChainState, Neuron
 

@@ -253,7 +253,7 @@ class ChainState:
     def weights(self, netuid: int) -> dict[int, list[tuple[int, int]]]:
         """Each setter uid's ``[(dest uid, u16 weight)]`` row."""
         rows = self._rows("SELECT uid, dests, vals FROM weights WHERE netuid=?", (netuid,))
-        return {uid: list(zip(json.loads(d), json.loads(v))) for uid, d, v in rows}
+        return {uid: list(zip(json.loads(d), json.loads(v), strict=True)) for uid, d, v in rows}
 
     def set_weights(self, netuid: int, uid: int, dests: list[int], vals: list[int]) -> None:
         """Replace a uid's weight row."""

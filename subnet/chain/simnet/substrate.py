@@ -106,9 +106,7 @@ class SimSubstrate:
     async def get_block(self, block_number: int | None = None, block_hash: str | None = None):
         """A header-only block record."""
         if block_number is None:
-            block_number = (
-                block_number_of(block_hash) if block_hash else await self.block_number()
-            )
+            block_number = block_number_of(block_hash) if block_hash else await self.block_number()
         return {"header": {"number": block_number}, "extrinsics": []}
 
     async def query(self, module: str, storage_function: str, params=None, block_hash=None):
@@ -148,7 +146,9 @@ class SimSubstrate:
             await asyncio.sleep(self._block_time / 4)
             head = await self.block_number()
             for number in range(last + 1, head + 1):
-                yield {"header": {"number": number, "parentHash": await self.block_hash(number - 1)}}
+                yield {
+                    "header": {"number": number, "parentHash": await self.block_hash(number - 1)}
+                }
             last = max(last, head)
 
     async def events(self, block_hash: str | None = None) -> list[dict]:
