@@ -1,0 +1,138 @@
+"""How a participant tells the network to read its bucket, in a chain commitment.
+
+The Commitments pallet stores at most 3 `Raw` fields of at most 128 bytes each, and the SDK hands
+readers their concatenation as one string. The format is versioned, ASCII, `|`-separated::
+
+    b1|<endpoint>|<region>|<bucket>|<prefix>|<access_key_id>|<secret_access_key>
+
+`<endpoint>` is `aws` (AWS S3 in `<region>`), `r2:<account_id>` (Cloudflare R2), or an
+`http(s)://` URL of any S3-compatible server. Empty key fields mean anonymous (public-read) access.
+Only read-only keys belong here: the commitment is public.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+COMMITMENT_VERSION = "b1"
+MAX_FIELDS = 3
+MAX_FIELD_BYTES = 128
+MAX_COMMITMENT_BYTES = MAX_FIELDS * MAX_FIELD_BYTES
+
+_R2_HOST = ".r2.cloudflarestorage.com"
+_URL = re.compile(r"^https?://[A-Za-z0-9.-]+(:\d{1,5})?(/[A-Za-z0-9._~/-]*)?$")
+_R2_ACCOUNT = re.compile(r"^[0-9a-f]{32}$")
+_REGION = re.compile(r"^[a-z0-9-]{1,32}$")
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_PREFIX = re.compile(r"^[A-Za-z0-9._/-]{0,64}$")
+_KEY = re.compile(r"^[A-Za-z0-9/+=_-]{1,128}$")
+
+
+class CommitmentError(ValueError):
+    """A commitment string (or the settings to encode) is malformed or too long."""
+
+
+@dataclass(frozen=True)
+class ReadSettings:
+    """Everything a peer needs to read one participant's bucket. The secret is hidden in repr."""
+
+    bucket: str
+    endpoint_url: str | None = None  # None: AWS S3 in `region`
+    region: str = "us-east-1"
+    prefix: str = ""
+    access_key_id: str | None = None  # None (with no secret): anonymous reads
+    secret_access_key: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    @property
+    def anonymous(self) -> bool:
+        """True when reads are unsigned (a public-read bucket)."""
+        return self.access_key_id is None
+
+
+def encode_commitment(settings: ReadSettings) -> str:
+    """The commitment string for `settings`; at most `MAX_COMMITMENT_BYTES` bytes."""
+    text = "|".join(
+        [
+            COMMITMENT_VERSION,
+            _encode_endpoint(settings.endpoint_url),
+            settings.region,
+            settings.bucket,
+            settings.prefix,
+            settings.access_key_id or "",
+            settings.secret_access_key or "",
+        ]
+    )
+    if len(text.encode()) > MAX_COMMITMENT_BYTES:
+        raise CommitmentError(f"commitment is {len(text)} bytes, limit {MAX_COMMITMENT_BYTES}")
+    return text
+
+
+def decode_commitment(text: str) -> ReadSettings:
+    """Parse and validate a commitment string (as the SDK returns it: fields concatenated)."""
+    if len(text.encode("utf-8", errors="replace")) > MAX_COMMITMENT_BYTES:
+        raise CommitmentError(f"commitment longer than {MAX_COMMITMENT_BYTES} bytes")
+    parts = text.split("|")
+    if not parts or parts[0] != COMMITMENT_VERSION:
+        raise CommitmentError(f"not a {COMMITMENT_VERSION} Beam storage commitment")
+    if len(parts) != 7:
+        raise CommitmentError(f"expected 7 '|'-separated parts, got {len(parts)}")
+    _, endpoint, region, bucket, prefix, key_id, secret = parts
+    return ReadSettings(
+        bucket=bucket,
+        endpoint_url=_decode_endpoint(endpoint),
+        region=region,
+        prefix=prefix,
+        access_key_id=key_id or None,
+        secret_access_key=secret or None,
+    )
+
+
+def commitment_fields(text: str) -> list[str]:
+    """Split a commitment into at most 3 chunks of at most 128 bytes, one per pallet `Raw` field.
+
+    The SDK concatenates `Raw` fields when reading, so `"".join(fields) == text`.
+    """
+    data = text.encode("ascii")
+    if len(data) > MAX_COMMITMENT_BYTES:
+        raise CommitmentError(f"commitment longer than {MAX_COMMITMENT_BYTES} bytes")
+    step = MAX_FIELD_BYTES
+    return [data[i : i + step].decode("ascii") for i in range(0, len(data), step)] or [""]
+
+
+def _encode_endpoint(url: str | None) -> str:
+    if url is None:
+        return "aws"
+    host = url.removeprefix("https://")
+    if host.endswith(_R2_HOST) and _R2_ACCOUNT.match(host[: -len(_R2_HOST)]):
+        return f"r2:{host[: -len(_R2_HOST)]}"
+    return url
+
+
+def _decode_endpoint(text: str) -> str | None:
+    if text == "aws":
+        return None
+    if text.startswith("r2:"):
+        account = text[3:]
+        if not _R2_ACCOUNT.match(account):
+            raise CommitmentError("r2 account id must be 32 lowercase hex characters")
+        return f"https://{account}{_R2_HOST}"
+    return text
+
+
+def _validate(s: ReadSettings) -> None:
+    checks = [
+        (s.endpoint_url is None or bool(_URL.match(s.endpoint_url)), "endpoint_url"),
+        (bool(_REGION.match(s.region)), "region"),
+        (bool(_BUCKET.match(s.bucket)), "bucket"),
+        (bool(_PREFIX.match(s.prefix)) and ".." not in s.prefix.split("/"), "prefix"),
+        ((s.access_key_id is None) == (s.secret_access_key is None), "key pair (both or neither)"),
+        (s.access_key_id is None or bool(_KEY.match(s.access_key_id)), "access_key_id"),
+        (s.secret_access_key is None or bool(_KEY.match(s.secret_access_key)), "secret_access_key"),
+    ]
+    for ok, name in checks:
+        if not ok:
+            raise CommitmentError(f"invalid {name} in storage read settings")

@@ -1,0 +1,89 @@
+"""Typed settings for one S3 (or S3-compatible) bucket.
+
+Secrets are never settings: `CredentialSource` names the environment variables or files that hold
+them, so a config file or command line can be shared and logged safely.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+MIB = 1024 * 1024
+S3_MIN_PART_BYTES = 5 * MIB  # S3's minimum size of every multipart part except the last
+
+
+class CredentialSource(BaseModel):
+    """Where the access key pair comes from: files (preferred for containers) or env vars.
+
+    A file, when set, wins over its environment variable. `anonymous` sends unsigned requests
+    (a public-read bucket) and ignores the rest.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    access_key_id_env: str = "BEAM_S3_ACCESS_KEY_ID"
+    secret_access_key_env: str = "BEAM_S3_SECRET_ACCESS_KEY"
+    access_key_id_file: Path | None = None
+    secret_access_key_file: Path | None = None
+    anonymous: bool = False
+
+
+class StorageConfig(BaseModel):
+    """One bucket: where it is, how patiently to talk to it, and where its credentials live.
+
+    AWS S3: leave `endpoint_url` unset and set `region`. Cloudflare R2: `endpoint_url` =
+    `https://<account_id>.r2.cloudflarestorage.com`, `region` = `auto`. Any other S3-compatible
+    server (MinIO, Ceph, moto): its URL, usually with `addressing_style="path"`.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    bucket: str = Field(min_length=3, max_length=63)
+    endpoint_url: str | None = None
+    region: str = "us-east-1"
+    prefix: str = ""  # every key is stored under this prefix, e.g. "beam/" or a room's prefix
+    addressing_style: str = "auto"  # "auto" | "path" | "virtual"
+    connect_timeout_s: float = Field(default=5.0, gt=0)
+    read_timeout_s: float = Field(default=30.0, gt=0)  # per socket read, not per object
+    max_attempts: int = Field(default=5, ge=1, le=20)  # total attempts per call, first included
+    backoff_base_s: float = Field(default=0.25, ge=0)  # first retry waits up to this, then doubles
+    backoff_max_s: float = Field(default=8.0, ge=0)
+    multipart_threshold_bytes: int = Field(default=64 * MIB, ge=S3_MIN_PART_BYTES)
+    multipart_part_bytes: int = Field(default=16 * MIB, ge=S3_MIN_PART_BYTES)
+    credentials: CredentialSource = CredentialSource()
+
+    @field_validator("endpoint_url")
+    @classmethod
+    def _endpoint_is_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.startswith(("http://", "https://")) or "@" in value:
+            raise ValueError("endpoint_url must be http(s)://host[:port] with no credentials in it")
+        return value.rstrip("/")
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix_is_relative(cls, value: str) -> str:
+        if value.startswith("/") or ".." in value.split("/"):
+            raise ValueError("prefix must be a relative key prefix without '..'")
+        return value
+
+    @field_validator("addressing_style")
+    @classmethod
+    def _known_style(cls, value: str) -> str:
+        if value not in ("auto", "path", "virtual"):
+            raise ValueError("addressing_style must be auto, path or virtual")
+        return value
+
+    @model_validator(mode="after")
+    def _parts_fit_threshold(self) -> StorageConfig:
+        if self.multipart_part_bytes > self.multipart_threshold_bytes:
+            raise ValueError("multipart_part_bytes must not exceed multipart_threshold_bytes")
+        return self
+
+    @property
+    def endpoint_label(self) -> str:
+        """The endpoint as shown in logs and errors (AWS's default when unset)."""
+        return self.endpoint_url or f"aws:{self.region}"

@@ -1,0 +1,98 @@
+"""Every object Beam stores is named here, and only here.
+
+Layout: `beam/v{version}/{run}/{kind}/{window:012d}/{sender}` — protocol version first, so peers on
+an incompatible version list and read disjoint key spaces and never parse each other's objects.
+The window (or round, or shard index) is zero-padded so key order is numeric order. `latest_key`
+names the one mutable pointer per (run, kind, sender), e.g. the newest model manifest.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+
+PROTOCOL_VERSION = 1  # bump on any incompatible change to keys or the wire format
+ROOT = "beam"
+_WINDOW_DIGITS = 12
+_RUN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+_SENDER = re.compile(r"^[1-9A-HJ-NP-Za-km-z]{40,60}$")  # base58 ss58 address
+
+
+class ObjectKind(str, Enum):
+    """What an object is; part of both its key and its signed header."""
+
+    GRADIENT = "gradient"  # a miner's compressed pseudo-gradient for one window
+    SCORES = "scores"  # a validator's score report for one window
+    MODEL_PATCH = "model-patch"  # model version v+1 as a lossless patch against v
+    CHECKPOINT = "checkpoint"  # a full model version
+    MODEL_MANIFEST = "model-manifest"  # names the latest model version and its hash
+    ROOM_MANIFEST = "room-manifest"  # a room's signed roster
+    DATASET_SHARD = "dataset-shard"  # token ids of one shard; window = shard index
+    DATASET_MANIFEST = "dataset-manifest"  # shard list with a sha256 per shard
+
+
+@dataclass(frozen=True)
+class KeyParts:
+    """The fields a key encodes; `window` is None for a `latest_key`."""
+
+    version: int
+    run: str
+    kind: ObjectKind
+    window: int | None
+    sender: str
+
+
+def object_key(
+    run: str, kind: ObjectKind, window: int, sender: str, *, version: int = PROTOCOL_VERSION
+) -> str:
+    """The key of `sender`'s object of `kind` for `window` (or round, or shard index)."""
+    return f"{window_prefix(run, kind, window, version=version)}{_check_sender(sender)}"
+
+
+def window_prefix(
+    run: str, kind: ObjectKind, window: int, *, version: int = PROTOCOL_VERSION
+) -> str:
+    """The prefix under which every sender's object of `kind` for `window` lives."""
+    if window < 0 or window >= 10**_WINDOW_DIGITS:
+        raise ValueError(f"window out of range: {window}")
+    return f"{kind_prefix(run, kind, version=version)}{window:0{_WINDOW_DIGITS}d}/"
+
+
+def kind_prefix(run: str, kind: ObjectKind, *, version: int = PROTOCOL_VERSION) -> str:
+    """The prefix of every object of `kind` in `run`, all windows."""
+    if not _RUN.match(run):
+        raise ValueError(f"run id must match {_RUN.pattern}: {run!r}")
+    return f"{ROOT}/v{int(version)}/{run}/{ObjectKind(kind).value}/"
+
+
+def latest_key(run: str, kind: ObjectKind, sender: str, *, version: int = PROTOCOL_VERSION) -> str:
+    """The single overwritable pointer of `sender` for `kind` (e.g. the newest model manifest)."""
+    return f"{kind_prefix(run, kind, version=version)}latest/{_check_sender(sender)}"
+
+
+def parse_key(key: str) -> KeyParts:
+    """Invert `object_key` / `latest_key`; raises ValueError for any other key."""
+    parts = key.split("/")
+    if len(parts) != 6 or parts[0] != ROOT or not re.fullmatch(r"v\d{1,6}", parts[1]):
+        raise ValueError(f"not a Beam key: {key!r}")
+    _, version, run, kind, window, sender = parts
+    if window == "latest":
+        number = None
+    elif re.fullmatch(rf"\d{{{_WINDOW_DIGITS}}}", window):
+        number = int(window)
+    else:
+        raise ValueError(f"bad window in key: {key!r}")
+    try:
+        parsed = KeyParts(int(version[1:]), run, ObjectKind(kind), number, _check_sender(sender))
+    except ValueError as exc:
+        raise ValueError(f"not a Beam key: {key!r} ({exc})") from None
+    if not _RUN.match(run):
+        raise ValueError(f"bad run id in key: {key!r}")
+    return parsed
+
+
+def _check_sender(sender: str) -> str:
+    if not _SENDER.match(sender):
+        raise ValueError(f"sender must be an ss58 address: {sender!r}")
+    return sender

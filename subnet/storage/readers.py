@@ -1,0 +1,130 @@
+"""A read-only `ObjectStore` for every hotkey, built from the metagraph's commitments.
+
+Peers refresh the pool after each metagraph sync. Clients are built lazily on first use and kept
+while a hotkey's commitment is unchanged. A commitment that does not parse, or that points at a
+private or loopback address (a hostile miner could aim validators at cloud metadata services), is
+recorded as invalid with its reason instead of failing the refresh.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable, Mapping
+from urllib.parse import urlsplit
+
+from loguru import logger
+
+from subnet.storage.base import ObjectStore
+from subnet.storage.commitment import CommitmentError, ReadSettings, decode_commitment
+from subnet.storage.config import StorageConfig
+from subnet.storage.credentials import Credentials
+
+StoreFactory = Callable[[ReadSettings], ObjectStore]
+
+
+def s3_reader(
+    settings: ReadSettings,
+    *,
+    connect_timeout_s: float = 5.0,
+    read_timeout_s: float = 30.0,
+    max_attempts: int = 3,
+) -> ObjectStore:
+    """An S3 store that reads the bucket `settings` describe (unsigned if no key pair)."""
+    from subnet.storage.s3 import S3Store  # boto3 loads only when a reader is first used
+
+    config = StorageConfig(
+        bucket=settings.bucket,
+        endpoint_url=settings.endpoint_url,
+        region=settings.region,
+        prefix=settings.prefix,
+        connect_timeout_s=connect_timeout_s,
+        read_timeout_s=read_timeout_s,
+        max_attempts=max_attempts,
+    )
+    credentials = None
+    if settings.access_key_id and settings.secret_access_key:
+        credentials = Credentials(settings.access_key_id, settings.secret_access_key)
+    return S3Store(config, credentials)
+
+
+def check_endpoint(settings: ReadSettings, *, allow_private: bool) -> None:
+    """Refuse endpoints on loopback, private, link-local or reserved addresses unless allowed."""
+    if allow_private or settings.endpoint_url is None:
+        return
+    host = urlsplit(settings.endpoint_url).hostname or ""
+    if host == "localhost" or host.endswith(".localhost"):
+        raise CommitmentError(f"endpoint host {host} is local")
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return  # a DNS name; resolution-time checks belong to the network layer
+    if not address.is_global:
+        raise CommitmentError(f"endpoint address {host} is not a public address")
+
+
+class ReaderPool:
+    """Hotkey -> reader `ObjectStore`, kept in step with the chain's commitments."""
+
+    def __init__(
+        self, *, factory: StoreFactory = s3_reader, allow_private_endpoints: bool = False
+    ) -> None:
+        """`allow_private_endpoints=True` is for local networks (moto on 127.0.0.1)."""
+        self._factory = factory
+        self._allow_private = allow_private_endpoints
+        self._settings: dict[str, tuple[str, ReadSettings]] = {}
+        self._stores: dict[str, ObjectStore] = {}
+        self.invalid: dict[str, str] = {}  # hotkey -> why its commitment was refused
+
+    def update(self, commitments: Mapping[str, str]) -> None:
+        """Replace the pool's view with `{hotkey: commitment string}` from the metagraph."""
+        settings: dict[str, tuple[str, ReadSettings]] = {}
+        invalid: dict[str, str] = {}
+        for hotkey, text in commitments.items():
+            if not text:
+                continue  # no commitment yet: nothing to read
+            known = self._settings.get(hotkey)
+            if known is not None and known[0] == text:
+                settings[hotkey] = known
+                continue
+            try:
+                parsed = decode_commitment(text)
+                check_endpoint(parsed, allow_private=self._allow_private)
+            except CommitmentError as exc:
+                invalid[hotkey] = str(exc)
+                logger.info("ignoring storage commitment of {}: {}", hotkey, exc)
+                continue
+            settings[hotkey] = (text, parsed)
+            self._stores.pop(hotkey, None)  # changed settings: rebuild the client on next use
+        self._stores = {k: v for k, v in self._stores.items() if k in settings}
+        self._settings, self.invalid = settings, invalid
+
+    def get(self, hotkey: str) -> ObjectStore | None:
+        """The reader for `hotkey`, or None when it has no valid commitment."""
+        store = self._stores.get(hotkey)
+        if store is None and hotkey in self._settings:
+            store = self._stores[hotkey] = self._factory(self._settings[hotkey][1])
+        return store
+
+    def settings(self, hotkey: str) -> ReadSettings | None:
+        """The decoded read settings of `hotkey`, or None."""
+        entry = self._settings.get(hotkey)
+        return entry[1] if entry else None
+
+    def hotkeys(self) -> list[str]:
+        """Hotkeys with a valid commitment, sorted."""
+        return sorted(self._settings)
+
+    def __contains__(self, hotkey: object) -> bool:
+        return hotkey in self._settings
+
+    def __len__(self) -> int:
+        return len(self._settings)
+
+
+def build_readers(
+    commitments: Mapping[str, str], *, allow_private_endpoints: bool = False
+) -> ReaderPool:
+    """A `ReaderPool` filled from `{hotkey: commitment string}` in one call."""
+    pool = ReaderPool(allow_private_endpoints=allow_private_endpoints)
+    pool.update(commitments)
+    return pool
