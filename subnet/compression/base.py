@@ -1,0 +1,141 @@
+"""The compressor interface: a small strategy object with an info record (as in hivemind).
+
+A compressor turns a dict of named fp32 tensors into a *payload*, itself a flat dict of tensors, so
+the wire layer can write it as safetensors inside a signed envelope (no pickle anywhere). The reader
+always knows the expected shapes (they are the model's), so payloads carry no shape metadata;
+instead every payload can be checked against the shapes with :meth:`Compressor.validate` before any
+of it is decoded or touches a model.
+
+Subclasses implement three per-tensor hooks; the base class owns key naming, iteration and the
+structural checks (missing or unexpected keys, dtypes, lengths), so each codec file stays about its
+own format.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+Payload = dict[str, torch.Tensor]
+Shapes = Mapping[str, tuple[int, ...]]
+
+#: Why a payload was rejected; logged and counted by the reader, never swallowed.
+RejectReason = Literal[
+    "missing_tensor",
+    "unexpected_tensor",
+    "shape_mismatch",
+    "dtype_mismatch",
+    "index_out_of_range",
+    "unsorted_index",
+    "non_finite",
+    "invalid_value",
+]
+
+#: Separator between a parameter name and the part of its encoding (``"h.0.attn.w::idx"``).
+KEY_SEP = "::"
+
+
+class PayloadError(ValueError):
+    """A payload that does not match the expected shapes or format; ``reason`` says how."""
+
+    def __init__(self, reason: RejectReason, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason: RejectReason = reason
+
+
+@dataclass(frozen=True)
+class CompressorInfo:
+    """What a compressor is: its registry name, whether decoding is exact, and a one-line summary."""
+
+    name: str
+    lossless: bool
+    summary: str
+
+
+@dataclass(frozen=True)
+class PartSpec:
+    """Expected dtype and element count of one part of one tensor's encoding."""
+
+    dtype: torch.dtype
+    numel: int
+
+
+def payload_nbytes(payload: Payload) -> int:
+    """Bytes the payload's tensors occupy (what crosses the network, before any envelope)."""
+    return sum(t.numel() * t.element_size() for t in payload.values())
+
+
+class Compressor(ABC):
+    """Base class: encode named tensors into a payload, validate a payload, decode it back."""
+
+    info: CompressorInfo
+
+    @abstractmethod
+    def encode_tensor(self, tensor: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Encode one tensor into named parts (each a flat tensor)."""
+
+    @abstractmethod
+    def part_specs(self, shape: tuple[int, ...]) -> dict[str, PartSpec]:
+        """The parts, dtypes and lengths an honest encoding of a tensor of ``shape`` has."""
+
+    @abstractmethod
+    def decode_tensor(
+        self, parts: Mapping[str, torch.Tensor], shape: tuple[int, ...]
+    ) -> torch.Tensor:
+        """Decode structurally valid parts into an fp32 tensor of ``shape``."""
+
+    def check_parts(
+        self, parts: Mapping[str, torch.Tensor], shape: tuple[int, ...]
+    ) -> RejectReason | None:
+        """Content checks beyond structure (index ranges, finiteness). Default: values finite."""
+        for part in parts.values():
+            if part.is_floating_point() and not bool(torch.isfinite(part).all()):
+                return "non_finite"
+        return None
+
+    def encode(self, tensors: Mapping[str, torch.Tensor]) -> Payload:
+        """Encode every tensor; keys are ``f"{name}::{part}"``."""
+        payload: Payload = {}
+        for name, tensor in tensors.items():
+            for part, value in self.encode_tensor(tensor.detach().float()).items():
+                payload[f"{name}{KEY_SEP}{part}"] = value.contiguous()
+        return payload
+
+    def validate(self, payload: Payload, shapes: Shapes) -> RejectReason | None:
+        """Return why ``payload`` is not a valid encoding for ``shapes``, or ``None`` if it is."""
+        expected: set[str] = set()
+        for name, shape in shapes.items():
+            parts: dict[str, torch.Tensor] = {}
+            for part, spec in self.part_specs(tuple(shape)).items():
+                key = f"{name}{KEY_SEP}{part}"
+                expected.add(key)
+                tensor = payload.get(key)
+                if tensor is None:
+                    return "missing_tensor"
+                if tensor.dtype != spec.dtype:
+                    return "dtype_mismatch"
+                if tensor.dim() != 1 or tensor.numel() != spec.numel:
+                    return "shape_mismatch"
+                parts[part] = tensor
+            reason = self.check_parts(parts, tuple(shape))
+            if reason is not None:
+                return reason
+        if set(payload) - expected:
+            return "unexpected_tensor"
+        return None
+
+    def decode(self, payload: Payload, shapes: Shapes) -> dict[str, torch.Tensor]:
+        """Validate, then decode every tensor to fp32; raises :class:`PayloadError` if invalid."""
+        reason = self.validate(payload, shapes)
+        if reason is not None:
+            raise PayloadError(reason, self.info.name)
+        out: dict[str, torch.Tensor] = {}
+        for name, shape in shapes.items():
+            specs = self.part_specs(tuple(shape))
+            parts = {part: payload[f"{name}{KEY_SEP}{part}"] for part in specs}
+            out[name] = self.decode_tensor(parts, tuple(shape))
+        return out
