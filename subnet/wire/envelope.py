@@ -1,0 +1,166 @@
+"""The signed envelope every object that crosses the network travels in.
+
+Layout (all integers big-endian)::
+
+    b"BEAM" | u8 layout version | u32 header length H | header JSON (H bytes)
+    | 64-byte sr25519 signature | safetensors payload
+
+The signature covers `DOMAIN + everything before it` (magic through header), and the header holds
+the payload's length and sha256, so the signature binds the payload. Run, window, kind and base
+model version live inside the signed header: an envelope replayed into another window, run or kind
+is rejected even though its signature is valid.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import torch
+from bittensor.sp_core import verify
+from pydantic import ValidationError
+
+from subnet.storage.keys import PROTOCOL_VERSION, ObjectKind
+from subnet.wire.header import Expected, Header, Signer
+from subnet.wire.payload import (
+    PayloadSpec,
+    check_table,
+    check_values,
+    encode_payload,
+    load_tensors,
+    read_table,
+)
+from subnet.wire.reasons import Reason, Rejected
+
+MAGIC = b"BEAM"
+LAYOUT_VERSION = 1
+DOMAIN = b"beam-envelope-v1\x00"  # so an envelope signature can never pass for another message
+MAX_HEADER_BYTES = 4096
+SIGNATURE_BYTES = 64
+_PREFIX = struct.Struct(">4sBI")
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """A verified envelope: its signed header, its tensors, and the payload's string metadata."""
+
+    header: Header
+    tensors: dict[str, torch.Tensor] = field(repr=False)
+    metadata: dict[str, str]
+
+
+def encode_envelope(
+    *,
+    signer: Signer,
+    run: str,
+    kind: ObjectKind,
+    window: int,
+    tensors: Mapping[str, torch.Tensor],
+    base_version: int | None = None,
+    metadata: Mapping[str, str] | None = None,
+    version: int = PROTOCOL_VERSION,
+) -> bytes:
+    """Serialize `tensors` as safetensors, wrap them in a header, and sign it as `signer`."""
+    payload = encode_payload(tensors, metadata or {})
+    header = Header(
+        version=version,
+        run=run,
+        kind=ObjectKind(kind),
+        window=window,
+        sender=signer.ss58_address,
+        base_version=base_version,
+        payload_bytes=len(payload),
+        payload_sha256=hashlib.sha256(payload).hexdigest(),
+    )
+    header_bytes = header.model_dump_json().encode()
+    signed = _PREFIX.pack(MAGIC, LAYOUT_VERSION, len(header_bytes)) + header_bytes
+    signature = bytes(signer.sign(DOMAIN + signed))
+    if len(signature) != SIGNATURE_BYTES:
+        raise ValueError(f"signer returned {len(signature)} bytes, expected {SIGNATURE_BYTES}")
+    return signed + signature + payload
+
+
+def verify_envelope(
+    blob: bytes, expected: Expected, spec: PayloadSpec | None, *, max_bytes: int
+) -> Envelope:
+    """Run every check, in order, and return the envelope; raise `Rejected` at the first failure.
+
+    Order: size, structure, signature, header fields, payload size and digest, tensor table
+    against `spec` (skipped when None), then values (finiteness, sparse index ranges).
+    """
+    if len(blob) > max_bytes:
+        raise Rejected(Reason.TOO_LARGE, f"{len(blob)} bytes > limit {max_bytes}")
+    header, signed_end = _read_header(blob)
+    _check_signature(blob, signed_end, header, expected.sender)
+    check_header(header, expected)
+    payload = blob[signed_end + SIGNATURE_BYTES :]
+    if len(payload) != header.payload_bytes:
+        raise Rejected(
+            Reason.SIZE_MISMATCH, f"{len(payload)} bytes, header says {header.payload_bytes}"
+        )
+    if hashlib.sha256(payload).hexdigest() != header.payload_sha256:
+        raise Rejected(Reason.DIGEST_MISMATCH, "payload sha256 differs from the signed header")
+    table, metadata = read_table(payload)
+    if spec is not None:
+        check_table(table, spec)
+    tensors = load_tensors(payload)
+    check_values(tensors, spec)
+    return Envelope(header, tensors, metadata)
+
+
+def check_header(header: Header, expected: Expected) -> None:
+    """The signed header against what the reader expects from the object's key and bucket."""
+    pairs = [
+        (Reason.WRONG_VERSION, header.version, expected.version),
+        (Reason.WRONG_SENDER, header.sender, expected.sender),
+        (Reason.WRONG_RUN, header.run, expected.run),
+        (Reason.WRONG_KIND, header.kind, ObjectKind(expected.kind)),
+        (Reason.WRONG_WINDOW, header.window, expected.window),
+    ]
+    if expected.base_version is not None:
+        pairs.append((Reason.WRONG_BASE_VERSION, header.base_version, expected.base_version))
+    for reason, got, want in pairs:
+        if got != want:
+            raise Rejected(reason, f"got {_show(got)}, expected {_show(want)}")
+
+
+def _read_header(blob: bytes) -> tuple[Header, int]:
+    """Parse the framing and header; returns the header and the offset where the signature starts."""
+    if len(blob) < _PREFIX.size:
+        raise Rejected(Reason.MALFORMED_ENVELOPE, f"only {len(blob)} bytes")
+    magic, layout, header_len = _PREFIX.unpack_from(blob)
+    if magic != MAGIC:
+        raise Rejected(Reason.MALFORMED_ENVELOPE, "not a Beam envelope (bad magic)")
+    if layout != LAYOUT_VERSION:
+        raise Rejected(Reason.WRONG_VERSION, f"envelope layout {layout}, expected {LAYOUT_VERSION}")
+    end = _PREFIX.size + header_len
+    if header_len > MAX_HEADER_BYTES or end + SIGNATURE_BYTES > len(blob):
+        raise Rejected(Reason.MALFORMED_ENVELOPE, f"header length {header_len} out of bounds")
+    try:
+        return Header.model_validate_json(blob[_PREFIX.size : end]), end
+    except ValidationError as exc:
+        raise Rejected(Reason.MALFORMED_HEADER, _first_error(exc)) from None
+
+
+def _check_signature(blob: bytes, signed_end: int, header: Header, sender: str) -> None:
+    signature = blob[signed_end : signed_end + SIGNATURE_BYTES]
+    try:
+        valid = bool(verify(DOMAIN + blob[:signed_end], signature, sender))
+    except (ValueError, TypeError) as exc:  # malformed address or signature bytes
+        raise Rejected(Reason.BAD_SIGNATURE, str(exc)) from None
+    if valid:
+        return
+    if header.sender != sender:
+        raise Rejected(Reason.WRONG_SENDER, f"header names {header.sender}, bucket owner {sender}")
+    raise Rejected(Reason.BAD_SIGNATURE, f"not signed by {sender}")
+
+
+def _first_error(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    return f"{'.'.join(str(p) for p in first['loc']) or 'header'}: {first['msg']}"[:200]
+
+
+def _show(value: object) -> str:
+    return value.value if isinstance(value, ObjectKind) else repr(value)

@@ -1,0 +1,53 @@
+"""The signed header of an envelope, what a reader expects of it, and who can sign one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from subnet.storage.keys import PROTOCOL_VERSION, ObjectKind
+
+
+class Signer(Protocol):
+    """Anything that signs as a hotkey: a bittensor `Keypair` (`wallet.hotkey`) fits."""
+
+    @property
+    def ss58_address(self) -> str:
+        """The hotkey's ss58 address, the identity readers verify against."""
+        ...
+
+    def sign(self, message: bytes) -> bytes:
+        """A 64-byte sr25519 signature of `message`."""
+        ...
+
+
+class Header(BaseModel):
+    """Identifies an envelope's payload and binds it, by digest, to the signature."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    version: int = Field(ge=0)  # protocol version (`subnet.storage.keys.PROTOCOL_VERSION`)
+    run: str = Field(min_length=1, max_length=64)
+    kind: ObjectKind
+    window: int = Field(ge=0)  # window, round, or shard index, as in the object's key
+    sender: str = Field(min_length=40, max_length=60)  # ss58 hotkey of the signer
+    base_version: int | None = Field(default=None, ge=0)  # model version the payload applies to
+    payload_bytes: int = Field(ge=0)
+    payload_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What the reader knows before opening an envelope: its key and the bucket's owner.
+
+    `base_version=None` accepts any base model version (for kinds that have none).
+    """
+
+    run: str
+    window: int
+    kind: ObjectKind
+    sender: str
+    base_version: int | None = None
+    version: int = PROTOCOL_VERSION
