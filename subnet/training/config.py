@@ -1,0 +1,65 @@
+"""Typed settings for the inner loop, the outer step and aggregation (protocol config pieces)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+OuterName = Literal["nesterov", "sgd", "fedavg"]
+AggregationRule = Literal["mean", "sparse_mean", "median", "trimmed_mean"]
+
+
+class InnerConfig(BaseModel):
+    """The local AdamW phase: ``steps`` (DiLoCo's H) optimizer steps of ``accumulation`` micro-batches.
+
+    Defaults follow DiLoCo (Douillard et al., 2023) scaled to small models: AdamW with decoupled
+    weight decay, betas (0.9, 0.95), gradient clipping at norm 1.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    lr: float = Field(1e-3, gt=0)
+    weight_decay: float = Field(0.1, ge=0)
+    betas: tuple[float, float] = (0.9, 0.95)
+    eps: float = Field(1e-8, gt=0)
+    steps: int = Field(30, ge=1, description="H: optimizer steps per round")
+    grad_clip: float = Field(1.0, ge=0, description="max global grad norm; 0 disables clipping")
+    micro_batch: int = Field(
+        8, ge=1, description="sequences per micro-batch (read by the data side)"
+    )
+    accumulation: int = Field(1, ge=1, description="micro-batches per optimizer step")
+    bf16_autocast: bool = False
+
+
+class OuterConfig(BaseModel):
+    """The outer optimizer applied to the aggregated pseudo-gradient.
+
+    ``nesterov`` is SGD with Nesterov momentum (DiLoCo's choice, lr 0.7, momentum 0.9) and reads
+    ``lr`` and ``momentum``; ``sgd`` is plain SGD and reads only ``lr`` (SparseLoCo's choice, where
+    error feedback stands in for momentum); ``fedavg`` is SGD with lr 1 and reads neither, so the
+    new model is the (weighted) average of the workers' models (McMahan et al., 2017).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: OuterName = "nesterov"
+    lr: float = Field(0.7, gt=0)
+    momentum: float = Field(0.9, ge=0, lt=1)
+
+
+class AggregationConfig(BaseModel):
+    """How contributions are combined: optional norm clipping, then one rule.
+
+    ``mean`` and ``sparse_mean`` use the contributors' weights (scores, or data units); ``median``
+    and ``trimmed_mean`` count every contributor with positive weight equally, since a weighted
+    order statistic would let one heavy contributor move the result on its own.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rule: AggregationRule = "mean"
+    clip_to_median_norm: bool = True
+    trim_ratio: float = Field(
+        0.1, ge=0, lt=0.5, description="fraction cut at each end (trimmed_mean)"
+    )

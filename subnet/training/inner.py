@@ -1,0 +1,85 @@
+"""The inner loop, written once: H AdamW steps with accumulation, clipping and optional bf16.
+
+Every mode runs this same function: a miner's local phase, a DiLoCo worker in a room, the
+simulated workers of ``scripts/bench.py convergence`` and Beam's side of the throughput benchmark.
+DiLoCo (Douillard et al., 2023) keeps each worker's AdamW state across rounds, so the optimizer is
+passed in and outlives the call.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from subnet.training.config import InnerConfig
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class InnerResult:
+    """What one call to :func:`train_inner` did: tokens seen, steps taken, mean loss, wall time."""
+
+    tokens: int
+    steps: int
+    mean_loss: float
+    seconds: float
+
+
+def build_inner_optimizer(model: nn.Module, cfg: InnerConfig) -> torch.optim.AdamW:
+    """AdamW with weight decay on matrices only; norms and biases are not decayed (as in GPT-2)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps)
+
+
+def train_inner(
+    model: nn.Module,
+    batches: Iterable[Batch],
+    cfg: InnerConfig,
+    optimizer: torch.optim.Optimizer | None = None,
+) -> InnerResult:
+    """Run up to ``cfg.steps`` optimizer steps on ``(inputs, targets)`` micro-batches.
+
+    ``model(inputs, targets)`` must return ``(logits, loss)`` with ``loss`` the mean token loss.
+    Each step consumes ``cfg.accumulation`` micro-batches; if ``batches`` runs out, training stops
+    at the last whole step (a partial accumulation is dropped rather than applied at a different
+    scale). Batches are moved to the model's device.
+    """
+    optimizer = optimizer if optimizer is not None else build_inner_optimizer(model, cfg)
+    device = next(model.parameters()).device
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16_autocast)
+    stream = iter(batches)
+    # Summed on the device so the loop never forces a host sync per step.
+    loss_sum = torch.zeros((), device=device)
+    tokens = steps = 0
+    model.train()
+    start = time.perf_counter()
+    for _ in range(cfg.steps):
+        micro = list(itertools.islice(stream, cfg.accumulation))
+        if len(micro) < cfg.accumulation:
+            break
+        optimizer.zero_grad(set_to_none=True)
+        for inputs, targets in micro:
+            inputs = inputs.to(device, non_blocking=True)
+            targets = targets.to(device, non_blocking=True)
+            with autocast:
+                _, loss = model(inputs, targets)
+            (loss / cfg.accumulation).backward()
+            loss_sum += loss.detach().float()
+            tokens += targets.numel()
+        if cfg.grad_clip > 0:
+            nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        optimizer.step()
+        steps += 1
+    mean_loss = loss_sum.item() / (steps * cfg.accumulation) if steps else math.nan
+    return InnerResult(tokens, steps, mean_loss, time.perf_counter() - start)
