@@ -1,0 +1,146 @@
+"""``ChainClient``: what a Beam neuron needs from the chain, on top of the real SDK.
+
+Metagraph, registration, commitments, weights and the block clock for one subnet. Weights go
+through ``bt.SetWeights`` (which picks commit-reveal when the subnet enables it); the result is
+checked, and a refusal is logged with the chain's reason and returned, never raised, so a
+validator goes on to its next window. The rate limit is read from the chain and respected
+locally so a validator never hammers the chain with calls it knows will fail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+import bittensor as bt
+from loguru import logger
+
+from .commitments import to_fields
+from .errors import ChainSetupError, NotRegistered
+
+_ST = bt.storage.SubtensorModule
+
+
+@dataclass(frozen=True)
+class WeightsOutcome:
+    """What happened to one weights submission."""
+
+    ok: bool
+    reason: str  # "included", "rate_limited", or the chain's error name / message
+    block: int
+
+
+class ChainClient:
+    """One subnet on one chain, as seen by one neuron."""
+
+    def __init__(self, subtensor: bt.Subtensor, netuid: int) -> None:
+        self.subtensor = subtensor
+        self.netuid = netuid
+
+    # Reads ---------------------------------------------------------------------------------
+
+    def block(self) -> int:
+        """The current block number."""
+        return int(self.subtensor.block)
+
+    def metagraph(self) -> bt.Metagraph:
+        """The subnet's metagraph with commitments; ChainSetupError if the subnet is absent."""
+        graph = self.subtensor.subnets.metagraph(self.netuid)
+        if graph is None:
+            raise ChainSetupError(
+                f"netuid {self.netuid} does not exist on this chain; check --netuid "
+                "(the local stack creates netuid 3)"
+            )
+        return graph
+
+    def uid_of(self, hotkey: str) -> int | None:
+        """The uid a hotkey holds on the subnet, or None."""
+        uid = self.subtensor.query(_ST.Uids, [self.netuid, hotkey])
+        return None if uid is None else int(uid)
+
+    def require_registered(self, hotkey: str) -> int:
+        """The hotkey's uid, or NotRegistered with how to register."""
+        uid = self.uid_of(hotkey)
+        if uid is None:
+            raise NotRegistered(
+                f"hotkey {hotkey} is not registered on netuid {self.netuid}; register it with "
+                f"`btcli subnets register --netuid {self.netuid}` (the local stack registers "
+                "its wallets for you)"
+            )
+        return uid
+
+    def commitments(self) -> dict[str, str]:
+        """Every registered hotkey's committed string (hotkeys without one are absent)."""
+        graph = self.metagraph()
+        return {
+            n.hotkey: n.commitment.value
+            for n in graph.neurons
+            if n.commitment is not None and n.commitment.value
+        }
+
+    # Writes --------------------------------------------------------------------------------
+
+    def register(self, wallet: bt.Wallet) -> int:
+        """Burn-register the wallet's hotkey (signed by its coldkey); returns the uid."""
+        hotkey = wallet.hotkey.ss58_address
+        uid = self.uid_of(hotkey)
+        if uid is not None:
+            return uid
+        call = bt.calls.SubtensorModule.burned_register(netuid=self.netuid, hotkey=hotkey)
+        self.subtensor.submit_call(call, wallet).raise_for_failure()
+        return self.require_registered(hotkey)
+
+    def add_stake(self, wallet: bt.Wallet, rao: int) -> None:
+        """Stake ``rao`` from the wallet's coldkey onto its own hotkey on this subnet."""
+        call = bt.calls.SubtensorModule.add_stake(
+            hotkey=wallet.hotkey.ss58_address, netuid=self.netuid, amount_staked=int(rao)
+        )
+        self.subtensor.submit_call(call, wallet).raise_for_failure()
+
+    def commit(self, wallet: bt.Wallet, text: str) -> None:
+        """Publish ``text`` as this hotkey's commitment (at most 3 x 128 bytes)."""
+        call = bt.calls.Commitments.set_commitment(self.netuid, {"fields": to_fields(text)})
+        self.subtensor.submit_call(call, wallet, signer="hotkey").raise_for_failure()
+
+    def blocks_until_weights_allowed(self, hotkey: str) -> int:
+        """Blocks to wait before the chain will accept this hotkey's weights (0 = now)."""
+        uid = self.require_registered(hotkey)
+        limit = self.subtensor.query(_ST.WeightsSetRateLimit, [self.netuid])
+        last = self.subtensor.query(_ST.LastUpdate, [self.netuid])
+        if not limit or not last or uid >= len(last) or not int(last[uid]):
+            return 0
+        return max(0, int(limit) - (self.block() - int(last[uid])))
+
+    def set_weights(self, wallet: bt.Wallet, weights: Mapping[int, float]) -> WeightsOutcome:
+        """Submit ``{uid: weight}`` through ``bt.SetWeights``; never raises on a refusal."""
+        hotkey = wallet.hotkey.ss58_address
+        wait = self.blocks_until_weights_allowed(hotkey)
+        if wait:
+            logger.info("weights: rate limited for {} more blocks; not submitting", wait)
+            return WeightsOutcome(False, "rate_limited", self.block())
+        intent = bt.SetWeights(netuid=self.netuid, weights=dict(weights))
+        try:
+            result = self.subtensor.execute(intent, wallet)
+        except bt.BittensorError as error:
+            reason = getattr(error, "name", None) or str(error)
+            logger.warning("weights refused before submission: {}", error)
+            return WeightsOutcome(False, str(reason), self.block())
+        if not result.success:
+            reason = (result.error.name if result.error else None) or result.message
+            logger.warning("weights refused by the chain: {}", result.message)
+            return WeightsOutcome(False, str(reason), self.block())
+        logger.info("weights set on netuid {} for {} uids", self.netuid, len(weights))
+        return WeightsOutcome(True, "included", self.block())
+
+    # Clock ---------------------------------------------------------------------------------
+
+    def follow_blocks(self) -> Iterator[int]:
+        """Yield each new block number as the chain produces it (the SDK's subscription)."""
+        for header in self.subtensor.blocks():
+            yield header.number
+
+    def wait_for_block(self, target: int, timeout: float | None = None) -> int:
+        """Block until the chain reaches ``target``; returns the block reached."""
+        if self.block() >= target:
+            return self.block()
+        return int(self.subtensor.wait_for_block(target, timeout=timeout).number)

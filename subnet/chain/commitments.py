@@ -1,0 +1,40 @@
+"""A commitment string <-> the Commitments pallet's ``Raw`` fields.
+
+The pallet stores at most 3 fields of at most 128 bytes each per hotkey and subnet; a string
+up to 384 UTF-8 bytes is split into that many ``RawN`` fields and read back by concatenation
+(which is also how the SDK's metagraph renders a commitment).
+"""
+
+from __future__ import annotations
+
+MAX_FIELDS = 3
+MAX_FIELD_BYTES = 128
+MAX_BYTES = MAX_FIELDS * MAX_FIELD_BYTES
+
+
+class CommitmentTooLarge(ValueError):
+    """The string does not fit the pallet's limits."""
+
+
+def to_fields(text: str) -> list[dict[str, str]]:
+    """Split ``text`` into ``[{"RawN": "0x.."}]`` fields within the pallet's limits."""
+    data = text.encode("utf-8")
+    if not data:
+        raise CommitmentTooLarge("an empty commitment says nothing; commit at least one byte")
+    if len(data) > MAX_BYTES:
+        raise CommitmentTooLarge(
+            f"commitment is {len(data)} bytes; the chain allows {MAX_FIELDS} fields of "
+            f"{MAX_FIELD_BYTES} bytes ({MAX_BYTES} in all)"
+        )
+    chunks = [data[i : i + MAX_FIELD_BYTES] for i in range(0, len(data), MAX_FIELD_BYTES)]
+    return [{f"Raw{len(chunk)}": "0x" + chunk.hex()} for chunk in chunks]
+
+
+def from_fields(fields: list) -> str:
+    """Join ``Raw`` fields back into the committed string (other variants are ignored)."""
+    data = b""
+    for entry in fields:
+        for variant, value in entry.items() if isinstance(entry, dict) else []:
+            if variant.startswith("Raw") and isinstance(value, str):
+                data += bytes.fromhex(value.removeprefix("0x"))
+    return data.decode("utf-8", errors="replace")

@@ -1,0 +1,65 @@
+"""Loading bittensor wallets without ever hanging on a password prompt.
+
+Passwords come from ``BT_WALLET_PASSWORD`` or from the file named by
+``BT_WALLET_PASSWORD_FILE``; never from a flag. A locked key with no password and no terminal
+to ask on is a clear error instead of a process blocked on stdin forever.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import bittensor as bt
+from bittensor.sp_core import KeyfileError
+
+from ..config import WalletConfig
+from .errors import WalletError
+
+PASSWORD_ENV = "BT_WALLET_PASSWORD"
+PASSWORD_FILE_ENV = "BT_WALLET_PASSWORD_FILE"
+
+
+def wallet_password() -> str | None:
+    """The wallet password from the environment or its file, if either is set."""
+    if os.environ.get(PASSWORD_ENV):
+        return os.environ[PASSWORD_ENV]
+    path = os.environ.get(PASSWORD_FILE_ENV)
+    if path:
+        try:
+            return Path(path).expanduser().read_text().rstrip("\n")
+        except OSError as error:
+            raise WalletError(f"{PASSWORD_FILE_ENV}={path} cannot be read: {error}") from None
+    return None
+
+
+def load_wallet(cfg: WalletConfig, *, coldkey: bool = False) -> bt.Wallet:
+    """Open a wallet and unlock its hotkey (and its coldkey when ``coldkey``)."""
+    wallet = bt.Wallet(cfg.name, cfg.hotkey, path=str(Path(cfg.path).expanduser()))
+    hotkey_file = wallet.hotkey_file
+    if not hotkey_file.exists_on_device():
+        raise WalletError(
+            f"no hotkey {cfg.hotkey!r} in wallet {cfg.name!r} at {cfg.path} "
+            f"({hotkey_file.path} is missing); create it with `btcli wallet new-hotkey` "
+            "or fix --wallet.name / --wallet.hotkey / --wallet.path"
+        )
+    _unlock(hotkey_file, wallet.get_hotkey, "hotkey")
+    if coldkey:
+        if not wallet.coldkey_file.exists_on_device():
+            raise WalletError(f"wallet {cfg.name!r} has no coldkey at {wallet.coldkey_file.path}")
+        _unlock(wallet.coldkey_file, wallet.get_coldkey, "coldkey")
+    return wallet
+
+
+def _unlock(keyfile, getter, what: str) -> None:
+    password = wallet_password() if keyfile.is_encrypted() else None
+    if keyfile.is_encrypted() and password is None and not sys.stdin.isatty():
+        raise WalletError(
+            f"the {what} at {keyfile.path} is encrypted and no terminal can ask for its "
+            f"password; set {PASSWORD_ENV} or {PASSWORD_FILE_ENV}"
+        )
+    try:
+        getter(password)
+    except KeyfileError as error:
+        raise WalletError(f"cannot unlock the {what} at {keyfile.path}: {error}") from None

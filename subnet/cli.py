@@ -1,0 +1,157 @@
+"""Bittensor-style dotted flags (``--wallet.name``, ``--subtensor.network`` ...) -> BeamConfig.
+
+The flags are derived from the config models, so ``--help`` cannot drift from what the config
+accepts. Every setting can come from four places; the first that has it wins:
+
+1. a flag: ``--wallet.name m1``
+2. an environment variable: ``BEAM_WALLET_NAME=m1`` (``BEAM_`` + the flag, upper case, ``_``)
+3. the file given with ``--config FILE.toml`` (``[wallet] name = "m1"``; protocol settings in
+   ``[protocol]``; ``netuid`` at the top level)
+4. the default
+
+Secrets are not settings: there are no flags for passwords or storage keys.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, get_args
+
+from pydantic import BaseModel, ValidationError
+
+from .config import BeamConfig, ConfigError, load_toml
+
+ENV_PREFIX = "BEAM_"
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One leaf setting: where it lives in the config and how it is spelled outside."""
+
+    path: tuple[str, ...]  # e.g. ("node", "wallet", "name")
+    name: str  # e.g. "wallet.name"
+    kind: type
+    default: Any
+    help: str
+
+    @property
+    def env(self) -> str:
+        """The environment variable that sets this flag."""
+        return ENV_PREFIX + self.name.upper().replace(".", "_")
+
+
+def _leaf_type(annotation: Any) -> type:
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    return args[0] if args else annotation
+
+
+def iter_flags(model: type[BaseModel] = BeamConfig) -> Iterator[Flag]:
+    """Every leaf setting of ``model``; node settings drop their ``node.`` prefix."""
+
+    def walk(cls: type[BaseModel], path: tuple[str, ...]) -> Iterator[Flag]:
+        for field_name, info in cls.model_fields.items():
+            kind = _leaf_type(info.annotation)
+            here = (*path, field_name)
+            if isinstance(kind, type) and issubclass(kind, BaseModel):
+                yield from walk(kind, here)
+                continue
+            name = ".".join(here[1:] if here[0] == "node" else here)
+            yield Flag(here, name, kind, info.default, info.description or "")
+
+    yield from walk(model, ())
+
+
+def build_parser(prog: str, description: str, model: type[BaseModel] = BeamConfig):
+    """An argparse parser with one flag per setting plus ``--config``."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--config", metavar="FILE.toml", help="read settings from a TOML file")
+    for flag in iter_flags(model):
+        text = f"{flag.help} (default: {flag.default}; env {flag.env})"
+        if flag.kind is bool:
+            parser.add_argument(f"--{flag.name}", action="store_true", default=None, help=text)
+        else:
+            metavar = flag.name.rsplit(".", 1)[-1].upper()
+            parser.add_argument(f"--{flag.name}", default=None, metavar=metavar, help=text)
+    return parser
+
+
+def _set(tree: dict, path: tuple[str, ...], value: Any) -> None:
+    for key in path[:-1]:
+        tree = tree.setdefault(key, {})
+    tree[path[-1]] = value
+
+
+def _merge(base: dict, update: Mapping) -> dict:
+    for key, value in update.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = value
+    return base
+
+
+def _env_value(flag: Flag, raw: str) -> Any:
+    if flag.kind is not bool:
+        return raw
+    if raw.lower() in _TRUE | _FALSE:
+        return raw.lower() in _TRUE
+    raise ConfigError(f"{flag.env}={raw!r} is not a boolean; use 1/0, true/false or yes/no")
+
+
+def _file_layers(path: str) -> dict:
+    data = load_toml(path)
+    protocol = data.pop("protocol", {})
+    return {"protocol": protocol, "node": data}
+
+
+def resolve(
+    args: argparse.Namespace,
+    env: Mapping[str, str] | None = None,
+    model: type[BaseModel] = BeamConfig,
+) -> Any:
+    """Merge file < environment < flags over the defaults and validate the result."""
+    env = os.environ if env is None else env
+    tree: dict = _file_layers(args.config) if getattr(args, "config", None) else {}
+    flags = list(iter_flags(model))
+    for flag in flags:
+        if flag.env in env:
+            _set(tree, flag.path, _env_value(flag, env[flag.env]))
+    given = vars(args)
+    for flag in flags:
+        value = given.get(flag.name)
+        if value is not None:
+            _set(tree, flag.path, value)
+    try:
+        return model.model_validate(tree)
+    except ValidationError as error:
+        raise ConfigError(_one_line(error, flags)) from None
+
+
+def _one_line(error: ValidationError, flags: list[Flag]) -> str:
+    """The first problem, named by its flag, e.g. ``--subtensor.network: unknown network ...``."""
+    first = error.errors()[0]
+    loc = tuple(str(part) for part in first["loc"])
+    name = ".".join(loc[1:] if loc and loc[0] == "node" else loc)
+    known = {f.name for f in flags}
+    if first["type"] == "extra_forbidden":
+        return f"unknown setting {name!r} (a typo?); see --help for every setting"
+    where = f"--{name}" if name in known else name
+    return f"{where}: {first['msg'].removeprefix('Value error, ')}"
+
+
+def parse_config(
+    argv: list[str] | None = None,
+    *,
+    prog: str = "beam",
+    description: str = "",
+    env: Mapping[str, str] | None = None,
+    model: type[BaseModel] = BeamConfig,
+) -> Any:
+    """Parse flags, environment and ``--config`` into a validated config (or ConfigError)."""
+    parser = build_parser(prog, description, model)
+    return resolve(parser.parse_args(argv), env, model)

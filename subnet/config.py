@@ -1,0 +1,124 @@
+"""Typed configuration: what the whole network must share, and what is local to one node.
+
+``ProtocolConfig`` holds the settings every participant of a network must agree on (the window
+clock, the model, the seed). It carries a version and a stable hash, so two neurons can compare
+one short string instead of every field. ``NodeConfig`` holds what is local to one machine:
+wallet, chain endpoint, device, paths and logging. Both are pydantic models with
+``extra="forbid"``, so a misspelled key is an error rather than a silent new setting.
+
+Secrets (wallet passwords, storage keys) are never fields here: they come from environment
+variables or files named by the components that need them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+PROTOCOL_VERSION = 1
+
+NETWORK_NAMES = ("finney", "test", "local")
+_SIM = re.compile(r"^sim://[A-Za-z0-9.\-]+:\d{1,5}$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ProtocolConfig(_Strict):
+    """Settings every participant of one network must share (hashed and compared)."""
+
+    version: int = Field(PROTOCOL_VERSION, description="wire/protocol version; bump on change")
+    run: str = Field("beam", description="run name; part of every object key")
+    seed: int = Field(0, description="seed of data assignment and model init")
+    model: str = Field("tiny", description="model preset name")
+    start_block: int = Field(0, ge=0, description="block where window 0 starts")
+    blocks_per_window: int = Field(30, ge=1, description="blocks per training window")
+
+    def config_hash(self) -> str:
+        """Stable short hash of every field (canonical JSON, sha256, 16 hex digits)."""
+        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+class WalletConfig(_Strict):
+    """Which bittensor wallet this node signs with."""
+
+    name: str = Field("default", description="wallet (coldkey) name")
+    hotkey: str = Field("default", description="hotkey name inside the wallet")
+    path: str = Field("~/.bittensor/wallets", description="folder holding the wallets")
+
+
+class SubtensorConfig(_Strict):
+    """Which chain to talk to."""
+
+    network: str = Field(
+        "finney", description="finney | test | local | ws://HOST:PORT | sim://HOST:PORT"
+    )
+
+    @field_validator("network")
+    @classmethod
+    def _known_network(cls, value: str) -> str:
+        if value in NETWORK_NAMES or value.startswith(("ws://", "wss://")) or _SIM.match(value):
+            return value
+        raise ValueError(
+            f"unknown network {value!r}: use finney, test, local, ws://HOST:PORT "
+            "or sim://HOST:PORT (simnet)"
+        )
+
+
+class LoggingConfig(_Strict):
+    """How much this node logs and where."""
+
+    debug: bool = Field(False, description="log debug messages")
+    trace: bool = Field(False, description="log trace messages (very verbose)")
+    dir: str | None = Field(None, description="also write logs to files in this folder")
+
+
+class NeuronConfig(_Strict):
+    """Where and on what this neuron runs."""
+
+    device: str = Field("cpu", description="torch device: cpu, cuda, cuda:1, mps")
+    state_dir: str = Field(".beam/state", description="where the node keeps resumable state")
+
+
+class NodeConfig(_Strict):
+    """Settings local to one node."""
+
+    netuid: int = Field(3, ge=0, le=65535, description="subnet uid")
+    wallet: WalletConfig = WalletConfig()
+    subtensor: SubtensorConfig = SubtensorConfig()
+    logging: LoggingConfig = LoggingConfig()
+    neuron: NeuronConfig = NeuronConfig()
+
+
+class BeamConfig(_Strict):
+    """Everything a neuron is started with: the shared protocol and its own node settings."""
+
+    protocol: ProtocolConfig = ProtocolConfig()
+    node: NodeConfig = NodeConfig()
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message says what is wrong and how to fix it."""
+
+
+def load_toml(path: str | Path) -> dict[str, Any]:
+    """Read a TOML config file (``[protocol]`` plus node sections such as ``[wallet]``)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+
+    path = Path(path).expanduser()
+    try:
+        return tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist; check --config") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"config file {path} is not valid TOML: {error}") from None

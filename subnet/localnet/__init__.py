@@ -1,0 +1,5 @@
+"""The local stack: simnet, a real S3 server and development wallets, started and stopped together."""
+
+from .stack import Endpoints, LocalStack, StackSettings, read_endpoints
+
+__all__ = ["Endpoints", "LocalStack", "StackSettings", "read_endpoints"]

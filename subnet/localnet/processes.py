@@ -1,0 +1,50 @@
+"""Child processes that cannot outlive the local stack.
+
+Every child is started with ``PR_SET_PDEATHSIG`` on Linux, so even a ``kill -9`` of the parent
+takes the children with it; a normal exit or Ctrl-C stops them in reverse order of start.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def spawn(
+    args: list[str], log_path: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """Start ``args`` with output appended to ``log_path``; it dies when this process dies."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            args,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **(env or {})},
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 (no threads yet at spawn time)
+        )
+
+
+def stop(process: subprocess.Popen[bytes], timeout: float = 10.0) -> int | None:
+    """SIGTERM, wait, then SIGKILL if needed; returns the exit code."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=timeout)
+    return process.returncode
