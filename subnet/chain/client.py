@@ -17,6 +17,7 @@ from loguru import logger
 
 from .commitments import to_fields
 from .errors import ChainSetupError, NotRegistered
+from .network import connect
 
 _ST = bt.storage.SubtensorModule
 
@@ -36,6 +37,13 @@ class ChainClient:
     def __init__(self, subtensor: bt.Subtensor, netuid: int) -> None:
         self.subtensor = subtensor
         self.netuid = netuid
+
+    @classmethod
+    def open(cls, network: str, netuid: int) -> ChainClient:
+        """Connect to ``network`` and check that ``netuid`` exists (ChainSetupError if not)."""
+        client = cls(connect(network), netuid)
+        client.metagraph()
+        return client
 
     # Reads ---------------------------------------------------------------------------------
 

@@ -16,8 +16,6 @@ child process; they are also tied to this process's life (see ``processes.py``).
 from __future__ import annotations
 
 import json
-import sys
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,11 +24,11 @@ from loguru import logger
 
 from ..chain import ChainClient, build_subtensor
 from ..chain.simnet import post
+from ..chain.simnet.process import SimnetProcess
 from ..storage.commitment import ReadSettings, encode_commitment
 from ..storage.config import StorageConfig
 from ..storage.local_server import MotoServer
 from ..storage.s3 import S3Store
-from .processes import spawn, stop
 from .wallets import DevWallet, dev_wallet, roster
 
 RAO = 1_000_000_000
@@ -76,7 +74,7 @@ class LocalStack:
         self.root = Path(root).resolve()
         self.settings = settings or StackSettings()
         self.endpoints: Endpoints | None = None
-        self._simnet = None
+        self._simnet: SimnetProcess | None = None
         self._s3: MotoServer | None = None
 
     @property
@@ -108,7 +106,7 @@ class LocalStack:
             self._s3.stop()
             self._s3 = None
         if self._simnet is not None:
-            stop(self._simnet)
+            self._simnet.stop()
             self._simnet = None
 
     def __enter__(self) -> LocalStack:
@@ -121,23 +119,11 @@ class LocalStack:
     # Steps ---------------------------------------------------------------------------------
 
     def _start_simnet(self) -> str:
-        port_file = self.root / "simnet.port"
-        port_file.unlink(missing_ok=True)
-        self._simnet = spawn(
-            [
-                sys.executable, "-m", "subnet.chain.simnet", "--port", "0",
-                "--port-file", str(port_file), "--db", str(self.root / "simnet.db"),
-                "--block-time", str(self.settings.block_time),
-            ],
-            self.root / "logs" / "simnet.log",
-        )  # fmt: skip
-        deadline = time.monotonic() + 30
-        while not port_file.exists() or not port_file.read_text():
-            if self._simnet.poll() is not None or time.monotonic() > deadline:
-                log = self.root / "logs" / "simnet.log"
-                raise RuntimeError(f"simnet did not start; see {log}")
-            time.sleep(0.05)
-        return f"sim://127.0.0.1:{port_file.read_text().strip()}"
+        self._simnet = SimnetProcess(
+            self.root / "simnet.db", self.root / "logs" / "simnet.log",
+            block_time=self.settings.block_time,
+        ).start()  # fmt: skip
+        return self._simnet.network
 
     def _provision(self, network: str, s3_endpoint: str) -> list[DevWallet]:
         s = self.settings
