@@ -13,7 +13,7 @@ Only read-only keys belong here: the commitment is public.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 COMMITMENT_VERSION = "b1"
 MAX_FIELDS = 3
@@ -21,7 +21,7 @@ MAX_FIELD_BYTES = 128
 MAX_COMMITMENT_BYTES = MAX_FIELDS * MAX_FIELD_BYTES
 
 _R2_HOST = ".r2.cloudflarestorage.com"
-_URL = re.compile(r"^https?://[A-Za-z0-9.-]+(:\d{1,5})?(/[A-Za-z0-9._~/-]*)?$")
+_URL = re.compile(r"^https?://(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(:\d{1,5})?(/[A-Za-z0-9._~/-]*)?$")
 _R2_ACCOUNT = re.compile(r"^[0-9a-f]{32}$")
 _REGION = re.compile(r"^[a-z0-9-]{1,32}$")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -33,7 +33,7 @@ class CommitmentError(ValueError):
     """A commitment string (or the settings to encode) is malformed or too long."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ReadSettings:
     """Everything a peer needs to read one participant's bucket. The secret is hidden in repr."""
 
@@ -42,10 +42,17 @@ class ReadSettings:
     region: str = "us-east-1"
     prefix: str = ""
     access_key_id: str | None = None  # None (with no secret): anonymous reads
-    secret_access_key: str | None = field(default=None, repr=False)
+    secret_access_key: str | None = None
 
     def __post_init__(self) -> None:
         _validate(self)
+
+    def __repr__(self) -> str:
+        key = f"'…{self.access_key_id[-4:]}'" if self.access_key_id else "None"
+        return (
+            f"ReadSettings(bucket={self.bucket!r}, endpoint_url={self.endpoint_url!r}, "
+            f"region={self.region!r}, prefix={self.prefix!r}, access_key_id={key})"
+        )
 
     @property
     def anonymous(self) -> bool:

@@ -39,6 +39,12 @@ def make_config(endpoint: str, bucket: str, **overrides: object) -> StorageConfi
 
 
 @pytest.fixture
+def config_for() -> Callable[..., StorageConfig]:
+    """`make_config(endpoint, bucket, **overrides)`, for tests that build stores by hand."""
+    return make_config
+
+
+@pytest.fixture
 def bucket_name() -> str:
     """A bucket name unique within the session."""
     return f"beam-test-{next(_bucket_ids)}"
@@ -86,8 +92,9 @@ class FaultProxy:
     def __init__(self, upstream: str, delay_s: float = 1.0) -> None:
         self.upstream = urlsplit(upstream)
         self.delay_s = delay_s
-        self.faults: list[str] = []
-        self.seen: list[tuple[str, str, int]] = []  # (method, path, status sent)
+        self.faults: list[str | None] = []  # None: let that request through untouched
+        self.arrived: list[str] = []  # method of every request, as it arrives
+        self.seen: list[tuple[str, str, int]] = []  # (method, path, status) once answered
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -97,7 +104,7 @@ class FaultProxy:
     def endpoint_url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
-    def inject(self, *faults: str) -> None:
+    def inject(self, *faults: str | None) -> None:
         with self._lock:
             self.faults.extend(faults)
 
@@ -124,6 +131,7 @@ class FaultProxy:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 headers = {k: v for k, v in self.headers.items() if k.lower() != "expect"}
+                proxy.arrived.append(self.command)
                 fault = proxy._next_fault()
                 status, out_headers, out_body = proxy._forward(
                     self.command, self.path, headers, body

@@ -1,0 +1,64 @@
+"""Key naming: one layout, invertible, numerically ordered, isolated by protocol version."""
+
+from __future__ import annotations
+
+import pytest
+
+from subnet.storage.keys import (
+    PROTOCOL_VERSION,
+    KeyParts,
+    ObjectKind,
+    kind_prefix,
+    latest_key,
+    object_key,
+    parse_key,
+    window_prefix,
+)
+from subnet.storage.memory import MemoryStore
+
+ALICE = "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY"
+BOB = "5FHneW46xGXgs5mUiveU4sbTyGBzmstUspZC92UhjJM694ty"
+
+
+def test_layout() -> None:
+    key = object_key("run-1", ObjectKind.GRADIENT, 42, ALICE)
+    assert key == f"beam/v{PROTOCOL_VERSION}/run-1/gradient/000000000042/{ALICE}"
+    assert key.startswith(window_prefix("run-1", ObjectKind.GRADIENT, 42))
+    assert key.startswith(kind_prefix("run-1", ObjectKind.GRADIENT))
+
+
+@pytest.mark.parametrize("kind", list(ObjectKind))
+def test_parse_inverts_every_kind(kind: ObjectKind) -> None:
+    key = object_key("r", kind, 7, BOB, version=3)
+    assert parse_key(key) == KeyParts(3, "r", kind, 7, BOB)
+    assert parse_key(latest_key("r", kind, BOB)) == KeyParts(PROTOCOL_VERSION, "r", kind, None, BOB)
+
+
+def test_key_order_is_window_order() -> None:
+    keys = [object_key("r", ObjectKind.SCORES, w, ALICE) for w in (1, 9, 10, 100, 12345)]
+    assert sorted(keys) == keys
+
+
+def test_versions_never_see_each_other() -> None:
+    store = MemoryStore()
+    store.put(object_key("r", ObjectKind.GRADIENT, 1, ALICE, version=1), b"v1")
+    store.put(object_key("r", ObjectKind.GRADIENT, 1, ALICE, version=2), b"v2")
+    listed = list(store.list(window_prefix("r", ObjectKind.GRADIENT, 1, version=1)))
+    assert [store.get(i.key, 10) for i in listed] == [b"v1"]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: object_key("Bad Run", ObjectKind.GRADIENT, 1, ALICE),
+        lambda: object_key("r", ObjectKind.GRADIENT, -1, ALICE),
+        lambda: object_key("r", ObjectKind.GRADIENT, 1, "../../etc"),
+        lambda: object_key("r", "no-such-kind", 1, ALICE),  # type: ignore[arg-type]
+        lambda: parse_key("beam/v1/r/gradient/42/" + ALICE),
+        lambda: parse_key("beam/v1/r/gradient/000000000042/" + ALICE + "/extra"),
+        lambda: parse_key("other/v1/r/gradient/000000000042/" + ALICE),
+    ],
+)
+def test_invalid_parts_are_refused(call) -> None:
+    with pytest.raises(ValueError):
+        call()
