@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Iterator, Mapping
+import sys
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, get_args
 
@@ -155,3 +156,20 @@ def parse_config(
     """Parse flags, environment and ``--config`` into a validated config (or ConfigError)."""
     parser = build_parser(prog, description, model)
     return resolve(parser.parse_args(argv), env, model)
+
+
+def run_guarded(main: Callable[[], int]) -> int:
+    """Run an entry point; a configuration or chain-setup problem prints one line, returns 2.
+
+    Used by the scripts and neurons so a wrong network string, a missing wallet or an
+    unreachable chain says what is wrong and how to fix it, with no traceback.
+    """
+    from .chain.errors import ChainSetupError
+
+    try:
+        return main()
+    except (ConfigError, ChainSetupError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,88 @@
+"""Bad input at the command line: one clear line, exit code 2, no traceback, no hang."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import bittensor as bt
+import pytest
+
+from subnet.storage.local_server import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+RAO = 1_000_000_000
+
+
+def run(script: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / script), *args],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})}, cwd=ROOT,
+    )  # fmt: skip
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, proc.stderr
+    for needle in needles:
+        assert needle in lines[0]
+
+
+def test_wrong_network_string():
+    proc = run("metagraph.py", "--subtensor.network", "finnney")
+    assert_one_line_error(proc, "--subtensor.network", "unknown network 'finnney'")
+
+
+def test_unreachable_chain():
+    proc = run("metagraph.py", "--subtensor.network", f"sim://127.0.0.1:{free_port()}")
+    assert_one_line_error(proc, "cannot reach chain", "scripts/localnet.py")
+
+
+def test_missing_wallet(tmp_path):
+    proc = run("register.py", "--wallet.name", "ghost", "--wallet.path", str(tmp_path))
+    assert_one_line_error(proc, "no hotkey 'default' in wallet 'ghost'", "--wallet.path")
+
+
+def test_netuid_that_does_not_exist(simnet, subnet3):
+    proc = run("metagraph.py", "--subtensor.network", simnet.network, "--netuid", "99")
+    assert_one_line_error(proc, "netuid 99 does not exist", "--netuid")
+
+
+@pytest.fixture
+def locked_wallet(tmp_path, simnet, subnet3):
+    wallet = bt.Wallet("locked", "default", path=str(tmp_path))
+    wallet.create_new_coldkey(use_password=True, coldkey_password="s3cret-pw", suppress=True)
+    wallet.create_new_hotkey(use_password=False, suppress=True)
+    simnet.admin("admin_fund", coldkey=wallet.coldkeypub.ss58_address, rao=10 * RAO)
+    return wallet
+
+
+def test_locked_coldkey_without_password_fails_fast(locked_wallet, simnet, tmp_path):
+    env = {"BT_WALLET_PASSWORD": "", "BT_WALLET_PASSWORD_FILE": ""}
+    args = ["--wallet.name", "locked", "--wallet.path", str(tmp_path),
+            "--subtensor.network", simnet.network]  # fmt: skip
+    proc = run("register.py", *args, env=env)
+    assert_one_line_error(proc, "is encrypted", "BT_WALLET_PASSWORD")
+
+
+def test_locked_coldkey_unlocks_from_password_file(locked_wallet, simnet, tmp_path):
+    secret = tmp_path / "pw"
+    secret.write_text("s3cret-pw\n")
+    args = ["--wallet.name", "locked", "--wallet.path", str(tmp_path),
+            "--subtensor.network", simnet.network]  # fmt: skip
+    proc = run("register.py", *args, env={"BT_WALLET_PASSWORD_FILE": str(secret)})
+    assert proc.returncode == 0, proc.stderr
+    assert locked_wallet.hotkey.ss58_address in proc.stdout
+    assert "s3cret-pw" not in proc.stdout + proc.stderr
+
+
+def test_wrong_password_is_a_clear_error(locked_wallet, simnet, tmp_path):
+    args = ["--wallet.name", "locked", "--wallet.path", str(tmp_path),
+            "--subtensor.network", simnet.network]  # fmt: skip
+    proc = run("register.py", *args, env={"BT_WALLET_PASSWORD": "wrong"})
+    assert_one_line_error(proc, "cannot unlock the coldkey")
