@@ -12,12 +12,14 @@ moto accepts any access key pair; `server.environ()` gives dummy ones for the de
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -46,8 +48,14 @@ class MotoServer:
         *,
         log_path: Path | None = None,
         start_timeout_s: float = 30.0,
+        env: Mapping[str, str] | None = None,
     ) -> None:
-        """Configure (not start) a server; `port=None` picks a free one at `start()`."""
+        """Configure (not start) a server; `port=None` picks a free one at `start()`.
+
+        `env` adds variables for the subprocess, e.g. `{"INITIAL_NO_AUTH_ACTION_COUNT": "3"}`
+        makes moto enforce IAM credentials after the first three requests.
+        """
+        self.env = dict(env or {})
         self.host = host
         self.port = port
         self.log_path = log_path
@@ -79,6 +87,7 @@ class MotoServer:
                 [sys.executable, "-m", "moto.server", "-H", self.host, "-p", str(self.port)],
                 stdout=log,
                 stderr=log,
+                env={**os.environ, **self.env},
             )
         finally:
             if self.log_path:
