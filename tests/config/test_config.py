@@ -110,3 +110,12 @@ def test_no_flag_takes_a_secret():
     names = " ".join(f.name for f in iter_flags())
     for word in ("password", "secret", "access_key", "mnemonic"):
         assert word not in names
+
+
+def test_configuration_reference_is_up_to_date():
+    root = __import__("pathlib").Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, str(root / "scripts" / "config_reference.py"), "--check"],
+        capture_output=True, text=True, cwd=root,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
