@@ -12,6 +12,7 @@ import hashlib
 import random
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any, TypeVar
 
 import boto3
@@ -207,47 +208,43 @@ class S3Store:
         if len(data) > self.config.multipart_threshold_bytes:
             return self._write_multipart(key, data, if_absent=if_absent)
         extra = {"IfNoneMatch": "*"} if if_absent else {}
-        return self._call(
-            "put",
-            key,
-            lambda: _taken_is_false(
-                lambda: self._client.put_object(
-                    Bucket=self.config.bucket, Key=self._full(key), Body=data, **extra
-                )
-            ),
+        put = partial(
+            self._client.put_object,
+            Bucket=self.config.bucket,
+            Key=self._full(key),
+            Body=data,
+            **extra,
         )
+        return self._call("put", key, partial(_taken_is_false, put))
 
     def _write_multipart(self, key: str, data: bytes, *, if_absent: bool) -> bool:
-        bucket, full, step = self.config.bucket, self._full(key), self.config.multipart_part_bytes
-        upload = self._call(
-            "put", key, lambda: self._client.create_multipart_upload(Bucket=bucket, Key=full)
-        )["UploadId"]
+        target = {"Bucket": self.config.bucket, "Key": self._full(key)}
+        step = self.config.multipart_part_bytes
+        create = partial(self._client.create_multipart_upload, **target)
+        upload = self._call("put", key, create)["UploadId"]
         try:
             parts = []
             for number, start in enumerate(range(0, len(data), step), start=1):
-                chunk = data[start : start + step]
-                r = self._call(
-                    "put",
-                    key,
-                    lambda n=number, c=chunk: self._client.upload_part(
-                        Bucket=bucket, Key=full, UploadId=upload, PartNumber=n, Body=c
-                    ),
+                send = partial(
+                    self._client.upload_part,
+                    **target,
+                    UploadId=upload,
+                    PartNumber=number,
+                    Body=data[start : start + step],
                 )
-                parts.append({"PartNumber": number, "ETag": r["ETag"]})
-            extra = {"IfNoneMatch": "*"} if if_absent else {}
-            written = self._call(
-                "put",
-                key,
-                lambda: _taken_is_false(
-                    lambda: self._client.complete_multipart_upload(
-                        Bucket=bucket,
-                        Key=full,
-                        UploadId=upload,
-                        MultipartUpload={"Parts": parts},
-                        **extra,
-                    )
-                ),
+                parts.append({"PartNumber": number, "ETag": self._call("put", key, send)["ETag"]})
+            complete = partial(
+                self._client.complete_multipart_upload,
+                **target,
+                UploadId=upload,
+                MultipartUpload={"Parts": parts},
+                **({"IfNoneMatch": "*"} if if_absent else {}),
             )
+            try:
+                written = self._call("put", key, partial(_taken_is_false, complete))
+            except ObjectNotFound:
+                # NoSuchUpload: a completion whose answer was lost already finished the upload.
+                return self.head(key).etag == multipart_etag(data, step)
         except BaseException:
             self._abort(key, upload)
             raise

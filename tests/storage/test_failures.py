@@ -93,3 +93,14 @@ def test_backoff_is_jittered_exponential_and_capped() -> None:
         delays = [backoff_delay(attempt, 0.25, 8.0, rng) for _ in range(50)]
         assert all(0 <= d <= min(8.0, 0.25 * 2 ** (attempt - 1)) for d in delays)
     assert max(backoff_delay(10, 0.25, 8.0, rng) for _ in range(200)) > 4.0
+
+
+def test_multipart_completion_whose_answer_is_lost(make_store, fault_proxy) -> None:
+    store = make_store(endpoint=fault_proxy.endpoint_url)
+    data = os.urandom(11 * MIB)  # create, 3 parts, then complete: moto completes, client sees 500
+    fault_proxy.inject(None, None, None, None, "500")
+    assert store.put_if_absent("large-once", data) is True
+    completions = [s for m, p, s in fault_proxy.seen if m == "POST" and "uploadId=" in p]
+    assert completions[0] == 500 and len(completions) == 2
+    assert store.get("large-once", len(data)) == data
+    assert store.put_if_absent("large-once", os.urandom(11 * MIB)) is False
