@@ -27,12 +27,12 @@ demo: install
 	$(PY) scripts/demo.py
 
 test: install
-	$(PY) -m ruff check subnet neurons scripts tests
+	$(PY) -m ruff check .
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: install
-	$(PY) -m ruff check subnet neurons scripts tests
-	$(PY) -m ruff format --check subnet neurons scripts tests
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
