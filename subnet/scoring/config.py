@@ -1,0 +1,45 @@
+"""Typed settings for scoring and weight policy (part of the network-wide protocol config)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ScoringConfig(BaseModel):
+    """How validators turn one window's evaluations into scores, and scores into weights.
+
+    Every validator must use the same values: the model holder takes the median of their window
+    scores, which only means something when they all score by the same rule.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ema_alpha: float = Field(
+        0.3,
+        gt=0.0,
+        le=1.0,
+        description="weight of the new window in the moving score: new = (1-a)*old + a*score",
+    )
+    copy_overlap: float = Field(
+        0.9,
+        gt=0.0,
+        le=1.0,
+        description="index overlap |A&B|/min(|A|,|B|) at or above which the later upload is a copy",
+    )
+    min_improvement: float = Field(
+        0.0,
+        ge=0.0,
+        description=(
+            "relative loss drop on the assigned samples an update must exceed to score at all; "
+            "a margin above evaluation noise"
+        ),
+    )
+    unproven_credit: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "credit for the part of the assigned-data gain that random data also shows "
+            "(useful, but not proof the miner trained on its assignment)"
+        ),
+    )
