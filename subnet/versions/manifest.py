@@ -1,0 +1,103 @@
+"""`ModelManifest`: the signed record that names a model version, its hash and where to get it.
+
+A manifest travels as a `model-manifest` envelope with no tensors; its JSON is the payload's
+`manifest` metadata entry, so the envelope signature covers it. See `subnet.versions.layout` for
+the two keys it is written under.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from subnet.storage.base import ObjectStore
+from subnet.storage.keys import ObjectKind
+from subnet.versions import layout
+from subnet.versions.errors import SyncError
+from subnet.versions.objects import fetch_verified
+from subnet.wire import Envelope, Signer, encode_envelope
+
+_METADATA_KEY = "manifest"
+
+
+class ModelManifest(BaseModel):
+    """One published model version.
+
+    `digest` is the hex `state_digest` of the full state dict; `checkpoint_version` is the newest
+    version <= `version` with a full checkpoint. `patch_key` is None only for version 0.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    version: int = Field(ge=0)
+    window: int = Field(ge=-1)  # the window whose merge produced it; -1 for the initial model
+    digest: str = Field(pattern=r"^[0-9a-f]{64}$")
+    checkpoint_version: int = Field(ge=0)
+    checkpoint_key: str
+    patch_key: str | None
+
+    @model_validator(mode="after")
+    def _check_versions(self) -> ModelManifest:
+        if self.checkpoint_version > self.version:
+            raise ValueError("checkpoint_version is newer than version")
+        if (self.patch_key is None) != (self.version == 0):
+            raise ValueError("every version but 0 has a patch, and version 0 has none")
+        return self
+
+
+def encode_manifest(signer: Signer, run: str, manifest: ModelManifest, *, pointer: bool) -> bytes:
+    """Sign `manifest` for its write-once key, or for the latest pointer when `pointer`."""
+    return encode_envelope(
+        signer=signer,
+        run=run,
+        kind=ObjectKind.MODEL_MANIFEST,
+        window=layout.POINTER_WINDOW if pointer else manifest.version,
+        tensors={},
+        base_version=manifest.version,
+        metadata={_METADATA_KEY: manifest.model_dump_json()},
+    )
+
+
+def read_pointer(store: ObjectStore, run: str, holder: str) -> ModelManifest:
+    """The holder's latest manifest, verified; `SyncError("not_published")` when there is none."""
+    key = layout.pointer_key(run, holder)
+    try:
+        envelope = fetch_verified(
+            store,
+            key,
+            layout.expect_pointer(run, holder),
+            {},
+            max_bytes=layout.MANIFEST_MAX_BYTES,
+        )
+    except SyncError as exc:
+        if exc.reason == "missing_version":
+            raise SyncError("not_published", f"no manifest at {key}") from None
+        raise
+    return _manifest_of(envelope, run, holder)
+
+
+def read_manifest(store: ObjectStore, run: str, holder: str, version: int) -> ModelManifest:
+    """The write-once manifest of `version`, verified."""
+    envelope = fetch_verified(
+        store,
+        layout.manifest_key(run, holder, version),
+        layout.expect_manifest(run, holder, version),
+        {},
+        max_bytes=layout.MANIFEST_MAX_BYTES,
+    )
+    return _manifest_of(envelope, run, holder)
+
+
+def _manifest_of(envelope: Envelope, run: str, holder: str) -> ModelManifest:
+    """Parse the signed JSON and check it agrees with the header and the key layout."""
+    try:
+        manifest = ModelManifest.model_validate_json(envelope.metadata.get(_METADATA_KEY, ""))
+    except ValidationError as exc:
+        raise SyncError("bad_manifest", str(exc.errors()[0]["msg"])) from None
+    v = manifest.version
+    if envelope.header.base_version != v:
+        raise SyncError("bad_manifest", f"header names version {envelope.header.base_version}")
+    want_patch = layout.patch_key(run, holder, v) if v else None
+    want_checkpoint = layout.checkpoint_key(run, holder, manifest.checkpoint_version)
+    if manifest.patch_key != want_patch or manifest.checkpoint_key != want_checkpoint:
+        raise SyncError("bad_manifest", f"version {v} names keys outside the layout")
+    return manifest

@@ -1,0 +1,171 @@
+"""`ModelSync`: bring a local state to the holder's latest version (DESIGN §3, step 8).
+
+Two paths, both ending in the same check that the state hashes to the manifest's digest:
+
+- **patches**: a local state at version v applies the patches v+1 .. latest in order (cheap);
+- **checkpoint**: load the full checkpoint named by the manifest and apply patches from there.
+
+The patch path is tried when a local state is given and it is at most `max_patches` versions
+behind. If it meets bad or missing data (a tampered patch, a local state that does not match), the
+syncer logs the reason and takes the checkpoint path. If the checkpoint itself is bad or missing it
+walks back through the write-once manifests to an older checkpoint, up to `max_checkpoints` tries.
+Outages (`storage:*`) are raised at once: retrying on another path would not help. States are
+rebuilt into new dicts, so a failure never leaves a half-applied state behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal
+
+from loguru import logger
+from torch import Tensor
+
+from subnet.compression.patch import PatchError, apply_patch, state_digest
+from subnet.storage.base import ObjectStore
+from subnet.storage.readers import ReaderPool
+from subnet.versions import layout
+from subnet.versions.errors import SyncError
+from subnet.versions.manifest import ModelManifest, read_manifest, read_pointer
+from subnet.versions.objects import fetch_verified
+from subnet.wire import PayloadSpec
+
+SyncPath = Literal["current", "patches", "checkpoint"]
+
+
+class ModelSync:
+    """Follows one holder's published versions of one run."""
+
+    def __init__(
+        self,
+        store_or_reader: ObjectStore | ReaderPool,
+        holder_hotkey: str,
+        run: str,
+        *,
+        max_bytes: int,
+        spec: PayloadSpec | None = None,
+        max_patches: int = 32,
+        max_checkpoints: int = 2,
+    ) -> None:
+        """
+        Args:
+            store_or_reader: the holder's bucket, or a `ReaderPool` to look it up in on each call
+                (so a changed storage commitment is picked up).
+            holder_hotkey: ss58 address every object must be signed by.
+            run: the run id in every key and header.
+            max_bytes: the largest object (a checkpoint) this syncer will download.
+            spec: names, dtypes and shapes a checkpoint must have (e.g. `spec_of(model_state(m))`);
+                None checks only the final digest.
+            max_patches: the most patches the patch path applies before a checkpoint is cheaper.
+            max_checkpoints: how many checkpoints to try, newest first, when one is bad.
+        """
+        self._source = store_or_reader
+        self.holder = holder_hotkey
+        self.run = run
+        self.max_bytes = max_bytes
+        self.spec = spec
+        self.max_patches = max_patches
+        if max_checkpoints < 1 or max_patches < 0:
+            raise ValueError("max_checkpoints must be >= 1 and max_patches >= 0")
+        self.max_checkpoints = max_checkpoints
+        self.highest_seen = -1  # a holder pointer older than this is a rollback
+        self.last_path: SyncPath | None = None  # how the last `sync` got there, for metrics
+        self.last_fallback: SyncError | None = None  # why the last `sync` left the patch path
+
+    def latest(self) -> ModelManifest:
+        """The holder's newest manifest, verified (signature, run, kind), never older than seen."""
+        manifest = read_pointer(self._store(), self.run, self.holder)
+        if manifest.version < self.highest_seen:
+            raise SyncError(
+                "rollback", f"latest is {manifest.version}, already saw {self.highest_seen}"
+            )
+        self.highest_seen = manifest.version
+        return manifest
+
+    def sync(
+        self, state: Mapping[str, Tensor] | None, version: int | None
+    ) -> tuple[dict[str, Tensor], ModelManifest]:
+        """Return the state at the latest version and its manifest; raise `SyncError` otherwise.
+
+        `state` is the local state at `version` (both None for a fresh peer). A state already at
+        the latest version is checked and returned as is; a synced state lives on the CPU.
+        """
+        latest = self.latest()
+        self.last_fallback = None
+        if state is not None and version is not None:
+            if version > latest.version:
+                raise SyncError("rollback", f"local version {version} > latest {latest.version}")
+            if latest.version - version <= self.max_patches:
+                try:
+                    synced = self._forward(dict(state), version, latest)
+                    self.last_path = "current" if version == latest.version else "patches"
+                    return synced, latest
+                except SyncError as exc:
+                    if exc.reason.startswith("storage:"):
+                        raise
+                    logger.warning("patch path from version {} failed: {}", version, exc)
+                    self.last_fallback = exc
+        synced = self._from_checkpoint(latest)
+        self.last_path = "checkpoint"
+        return synced, latest
+
+    def _from_checkpoint(self, latest: ModelManifest) -> dict[str, Tensor]:
+        """Newest checkpoint first; one that is bad or missing sends us to the one before it."""
+        base = latest.checkpoint_version
+        for attempt in range(1, self.max_checkpoints + 1):
+            try:
+                state = self._load_checkpoint(base)
+            except SyncError as exc:
+                last_try = base == 0 or attempt == self.max_checkpoints
+                if last_try or exc.reason.startswith("storage:"):
+                    raise
+                logger.warning("checkpoint {} unusable ({}); trying an older one", base, exc)
+                # The manifest just before a checkpoint names the previous checkpoint.
+                before = read_manifest(self._store(), self.run, self.holder, base - 1)
+                base = before.checkpoint_version
+                continue
+            return self._forward(state, base, latest)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _load_checkpoint(self, version: int) -> dict[str, Tensor]:
+        envelope = fetch_verified(
+            self._store(),
+            layout.checkpoint_key(self.run, self.holder, version),
+            layout.expect_checkpoint(self.run, self.holder, version),
+            self.spec,
+            max_bytes=self.max_bytes,
+        )
+        return envelope.tensors
+
+    def _forward(
+        self, state: dict[str, Tensor], version: int, latest: ModelManifest
+    ) -> dict[str, Tensor]:
+        """Apply patches version+1 .. latest, then check the digest."""
+        for v in range(version + 1, latest.version + 1):
+            patch = fetch_verified(
+                self._store(),
+                layout.patch_key(self.run, self.holder, v),
+                layout.expect_patch(self.run, self.holder, v),
+                layout.PATCH_SPEC,
+                max_bytes=self.max_bytes,
+            )
+            try:
+                state = apply_patch(state, patch.tensors)
+            except PatchError as exc:
+                raise SyncError(f"patch:{exc.reason}", f"version {v}: {exc}") from None
+        digest = state_digest(state).hex()
+        if digest != latest.digest:
+            raise SyncError(
+                "digest_mismatch",
+                f"version {latest.version}: got {digest[:12]}, manifest says "
+                f"{latest.digest[:12]} (from version {version})",
+            )
+        return state
+
+    def _store(self) -> ObjectStore:
+        if isinstance(self._source, ReaderPool):
+            store = self._source.get(self.holder)
+            if store is None:
+                raise SyncError("no_reader", f"no valid storage commitment for {self.holder}")
+            return store
+        return self._source
