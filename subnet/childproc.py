@@ -40,11 +40,22 @@ def spawn(
 
 def stop(process: subprocess.Popen[bytes], timeout: float = 10.0) -> int | None:
     """SIGTERM, wait, then SIGKILL if needed; returns the exit code."""
-    if process.poll() is None:
-        process.terminate()
+    return stop_all([process], timeout)[0]
+
+
+def stop_all(processes: list[subprocess.Popen[bytes]], timeout: float = 10.0) -> list[int | None]:
+    """SIGTERM each process once, then wait for all; SIGKILL whoever outlives ``timeout``.
+
+    One signal only: a second SIGTERM that lands while a Python child is already shutting down
+    (its handlers reset) would kill it mid-cleanup.
+    """
+    for process in processes:
+        if process.poll() is None:
+            process.terminate()
+    for process in processes:
         try:
             process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=timeout)
-    return process.returncode
+    return [process.returncode for process in processes]

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .compression.config import CompressionConfig
+from .scoring import ScoringConfig
 from .storage.config import StorageConfig
 from .training.config import AggregationConfig, InnerConfig, OuterConfig
 
@@ -74,6 +75,7 @@ class ProtocolConfig(_Strict):
     outer: OuterConfig = OuterConfig()
     aggregation: AggregationConfig = AggregationConfig()
     compression: CompressionConfig = CompressionConfig()
+    scoring: ScoringConfig = ScoringConfig()
 
     def config_hash(self) -> str:
         """Stable short hash of every field (canonical JSON, sha256, 16 hex digits)."""
@@ -120,6 +122,10 @@ class NeuronConfig(_Strict):
 
     device: str = Field("cpu", description="torch device: cpu, cuda, cuda:1, mps")
     state_dir: str = Field(".beam/state", description="where the node keeps resumable state")
+    threads: int = Field(0, ge=0, description="torch CPU threads (0: torch's default)")
+    max_windows: int = Field(
+        0, ge=0, description="stop after handling this many windows (0: run on)"
+    )
 
 
 class DataConfig(_Strict):

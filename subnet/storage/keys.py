@@ -66,6 +66,13 @@ def kind_prefix(run: str, kind: ObjectKind, *, version: int = PROTOCOL_VERSION) 
     return f"{ROOT}/v{int(version)}/{run}/{ObjectKind(kind).value}/"
 
 
+def dataset_prefix(name: str, *, version: int = PROTOCOL_VERSION) -> str:
+    """Where a dataset (its manifest and token shards) lives in the dataset owner's bucket."""
+    if not _RUN.match(name):
+        raise ValueError(f"dataset name must match {_RUN.pattern}: {name!r}")
+    return f"{ROOT}/v{int(version)}/datasets/{name}/"
+
+
 def latest_key(run: str, kind: ObjectKind, sender: str, *, version: int = PROTOCOL_VERSION) -> str:
     """The single overwritable pointer of `sender` for `kind` (e.g. the newest model manifest)."""
     return f"{kind_prefix(run, kind, version=version)}latest/{_check_sender(sender)}"

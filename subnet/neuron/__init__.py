@@ -1,0 +1,1 @@
+"""Neurons: ``BaseNeuron`` owns the one loop; Miner, Validator and ModelHolder supply steps."""

@@ -1,0 +1,32 @@
+"""The shared ``main`` of the three entry points in ``neurons/``."""
+
+from __future__ import annotations
+
+import signal
+
+import torch
+
+from ..cli import parse_config, run_guarded
+from ..logs import setup_logging
+from .base import BaseNeuron
+from .runtime import build_runtime
+
+
+def run_role(role: type[BaseNeuron], description: str, argv: list[str] | None = None) -> int:
+    """Parse flags, build the runtime, run the role until a signal or ``--neuron.max_windows``."""
+
+    def main() -> int:
+        cfg = parse_config(argv, prog=f"neurons/{role.role}.py", description=description)
+        log, node = cfg.node.logging, cfg.node
+        name = f"{role.role}-{node.wallet.name}-{node.wallet.hotkey}"
+        setup_logging(debug=log.debug, trace=log.trace, log_dir=log.dir, node=name)
+        if node.neuron.threads:
+            torch.set_num_threads(node.neuron.threads)
+        neuron = role(build_runtime(cfg, role.role))
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: neuron.stop())
+        neuron.run(max_windows=cfg.node.neuron.max_windows or None)
+        neuron.save()
+        return 0
+
+    return run_guarded(main)

@@ -1,0 +1,166 @@
+"""The model holder: merge each window's uploads weighted by the validators' median scores.
+
+After the window's report deadline it reads the score reports of the validators it trusts
+(those with a validator permit), weights each miner by the median of their scores (by samples
+trained when nobody scored the window), fetches and verifies the uploads, aggregates them
+robustly (norm clipping to the median norm, then the configured rule), takes the outer step
+(Nesterov, lr 0.7, momentum 0.9 by default) and publishes version v+1: a lossless patch against v,
+a full checkpoint every K versions, and a signed manifest naming the version and its hash.
+It also publishes the dataset to its bucket, so every peer trains and scores on the same shards.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from loguru import logger
+
+from ..compression import build_compressor
+from ..data import MANIFEST_KEY, TokenDataset
+from ..model import build_model, evaluate_loss
+from ..scoring import merge_weights
+from ..storage.base import ObjectNotFound, StorageError
+from ..storage.keys import ObjectKind, dataset_prefix
+from ..training import aggregate, build_outer_optimizer, load_parameters, snapshot
+from ..versions import VersionPublisher
+from ..wire import Expected, Rejected, fetch_envelope
+from .base import BaseNeuron
+from .runtime import Runtime
+from .state import prefixed, unprefixed
+from .uploads import collect_uploads
+
+
+def publish_dataset(rt: Runtime) -> None:
+    """Copy the prepared dataset from ``--data.dir`` to this bucket unless it is there."""
+    prefix = dataset_prefix(rt.cfg.protocol.dataset)
+    try:
+        rt.store.head(prefix + MANIFEST_KEY)
+        return
+    except ObjectNotFound:
+        pass
+    folder = Path(rt.cfg.node.data.dir).expanduser() / rt.cfg.protocol.dataset
+    if not (folder / MANIFEST_KEY).exists():
+        raise FileNotFoundError(
+            f"dataset {rt.cfg.protocol.dataset} not found in {folder}; build it with "
+            f"`python scripts/prepare_data.py --out {folder}` or set --data.dir"
+        )
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    for path in files:  # shards first, manifest last: readers never see a partial dataset
+        if path.name != MANIFEST_KEY:
+            rt.store.put(prefix + path.relative_to(folder).as_posix(), path.read_bytes())
+    rt.store.put(prefix + MANIFEST_KEY, (folder / MANIFEST_KEY).read_bytes())
+    logger.info("published dataset {} ({} files) to {}", folder.name, len(files), rt.store.location)
+
+
+class ModelHolder(BaseNeuron):
+    """Merges, steps and publishes; the source of every model version."""
+
+    role = "holder"
+
+    def __init__(self, rt: Runtime) -> None:
+        super().__init__(rt)
+        p = rt.cfg.protocol
+        publish_dataset(rt)
+        self.data: TokenDataset = rt.dataset()
+        self.model = build_model(p.model, vocab_size=self.data.vocab_size, seed=p.seed)
+        self.outer = build_outer_optimizer(p.outer)
+        self.compressor = build_compressor(p.compression)
+        self.publisher = VersionPublisher(rt.store, rt.wallet.hotkey, p.run,
+                                          checkpoint_every=p.checkpoint_every, max_bytes=rt.max_bytes)  # fmt: skip
+        self.version: int | None = None
+
+    def phase(self) -> tuple[int, int]:
+        w = self.rt.cfg.protocol.window
+        return w.report_deadline, w.blocks - 1
+
+    def resume(self) -> None:
+        """Continue from local state, or from what the bucket says was published last."""
+        super().resume()
+        published = self.publisher.resume()
+        if published is None:  # a new run: the seeded initial model is version 0
+            manifest = self.publisher.publish(snapshot(self.model), window=-1)
+            self.version = manifest.version
+            self._log_version(-1, manifest.version, contributors={})
+            self.save()
+        elif self.version is None or published.version > self.version:
+            # Local state is missing or older than the bucket (a crash after publishing).
+            load_parameters(self.model, self.publisher.latest_state)
+            self.version = published.version
+            self.last_window = max(self.last_window, published.window)
+            logger.info("continuing from published model version {}", published.version)
+
+    def sync(self, window: int) -> None:
+        self.graph = self.rt.refresh_readers()
+
+    def step(self, window: int) -> dict[str, Any]:
+        p = self.rt.cfg.protocol
+        trusted = {n.hotkey for n in self.graph.neurons if n.validator_permit}
+        reports = self._reports(window, trusted)
+        holder = self.rt.hotkey
+        miners = [
+            n.hotkey for n in self.graph.neurons if n.hotkey != holder and n.hotkey not in trusted
+        ]
+        params = snapshot(self.model)
+        shapes = {k: tuple(v.shape) for k, v in params.items()}
+        got = collect_uploads(self.rt, window, miners, base_version=self.version,
+                              compressor=self.compressor, shapes=shapes)  # fmt: skip
+        units = {hk: int(u.metadata.get("samples", "0") or 0) for hk, u in got.accepted.items()}
+        weights = merge_weights(reports, trusted, units)
+        chosen = [hk for hk in sorted(got.accepted) if weights.get(hk, 0.0) > 0]
+        if not chosen:
+            logger.info("window {}: nothing to merge ({} uploads)", window, len(got.accepted))
+            return {"merged": False, "weights": weights}
+        delta = aggregate([got.accepted[hk].delta for hk in chosen],
+                          [weights[hk] for hk in chosen], p.aggregation)  # fmt: skip
+        self.outer.step(params, delta)
+        load_parameters(self.model, params)
+        sent = sum(got.accepted[hk].nbytes for hk in got.accepted)
+        return {"merged": True, "weights": {hk: weights[hk] for hk in chosen}, "bytes": sent,
+                "tokens": sum(int(got.accepted[hk].metadata.get("tokens", "0")) for hk in chosen),
+                "reports": len(reports)}  # fmt: skip
+
+    def _reports(self, window: int, trusted: set[str]) -> dict[str, dict[str, float]]:
+        """Window scores from each trusted validator's signed report (bad ones are skipped)."""
+        out: dict[str, dict[str, float]] = {}
+        for hotkey in sorted(trusted):
+            reader = self.rt.readers.get(hotkey)
+            if reader is None:
+                continue
+            expected = Expected(self.rt.cfg.protocol.run, window, ObjectKind.SCORES, hotkey)
+            try:
+                envelope = fetch_envelope(reader, expected, None, max_bytes=self.rt.max_bytes)
+                scores = json.loads(envelope.metadata["scores"])
+                out[hotkey] = {str(k): float(v) for k, v in scores.items()}
+            except (StorageError, Rejected, KeyError, ValueError) as error:
+                logger.info("no usable report from {} for window {}: {}", hotkey[:8], window, error)
+        return out
+
+    def publish(self, window: int, result: dict[str, Any]) -> None:
+        if not result["merged"]:
+            return
+        manifest = self.publisher.publish(snapshot(self.model), window)
+        self.version = manifest.version
+        self._log_version(window, manifest.version, contributors=result["weights"],
+                          bytes=result["bytes"], tokens=result["tokens"], reports=result["reports"])  # fmt: skip
+
+    def _log_version(self, window: int, version: int, **fields: Any) -> None:
+        loss = evaluate_loss(self.model, self.data.heldout_batches(8, max_batches=4))
+        logger.info("model version {} (window {}): held-out loss {:.4f}", version, window, loss)
+        self.rt.metrics.log("version", window=window, version=version, heldout_loss=loss, **fields)
+
+    def state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        tensors = {
+            **prefixed(snapshot(self.model), "model"),
+            **prefixed(self.outer.state_dict(), "outer"),
+        }
+        return {"version": self.version}, tensors
+
+    def restore(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
+        self.version = meta.get("version")
+        model = unprefixed(tensors, "model")
+        if model:
+            load_parameters(self.model, model)
+        self.outer.load_state_dict(unprefixed(tensors, "outer"))

@@ -1,0 +1,107 @@
+"""The miner: train H inner steps on the assigned samples, upload the compressed pseudo-gradient.
+
+Each window it syncs to the model version the holder published for it, trains on the samples
+``assign_samples(seed, window, hotkey)`` names, computes ``start - end``, adds its error
+feedback, compresses (SparseLoCo by default) and writes one signed envelope, write-once, to its
+own bucket. The envelope carries the base model version and a receipt of the sample ids, so
+validators can check both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from loguru import logger
+
+from ..compression import ErrorFeedback, Payload, build_compressor, payload_nbytes
+from ..data import assign_samples, sample_receipt
+from ..storage.keys import ObjectKind
+from ..training import build_inner_optimizer, pseudo_gradient, train_inner
+from ..wire import publish_envelope
+from .base import BaseNeuron
+from .replica import Replica
+from .runtime import Runtime
+from .state import prefixed, unprefixed
+
+
+@dataclass
+class Upload:
+    """One window's contribution, ready to sign."""
+
+    payload: Payload
+    metadata: dict[str, str]
+
+
+def samples_per_window(rt: Runtime) -> int:
+    """How many samples a miner trains on per window (H steps x micro-batch x accumulation)."""
+    inner = rt.cfg.protocol.inner
+    return inner.steps * inner.micro_batch * inner.accumulation
+
+
+class Miner(BaseNeuron):
+    """Trains and uploads; keeps its AdamW state and error feedback across windows."""
+
+    role = "miner"
+
+    def __init__(self, rt: Runtime) -> None:
+        super().__init__(rt)
+        p = rt.cfg.protocol
+        self.data = rt.dataset()
+        self.replica = Replica(rt, self.data.vocab_size)
+        self.optimizer = build_inner_optimizer(self.replica.model, p.inner)
+        self.compressor = build_compressor(p.compression)
+        self.ef = ErrorFeedback(p.compression.ef_decay)
+
+    def phase(self) -> tuple[int, int]:
+        return 0, self.rt.cfg.protocol.window.upload_deadline - 1
+
+    def sync(self, window: int) -> None:
+        w = self.rt.cfg.protocol.window
+        # Normally the merge of the previous window is out already; give a slow holder a moment.
+        deadline = self.rt.clock.start(window) + max(1, w.upload_deadline // 4)
+        self.replica.sync(until_window=window - 1, deadline_block=deadline)
+
+    def step(self, window: int) -> Upload:
+        p = self.rt.cfg.protocol
+        ids = assign_samples(p.seed, window, self.rt.hotkey, samples_per_window(self.rt),
+                             self.data.split_samples("train"))  # fmt: skip
+        start = self.replica.snapshot()
+        result = train_inner(
+            self.replica.model, self.data.batches(ids, p.inner.micro_batch), p.inner, self.optimizer
+        )
+        delta = pseudo_gradient(start, self.replica.model)
+        payload, _ = self.ef.compress(self.compressor, delta)
+        self.replica.reset()  # the next window starts from the global model, not ours
+        logger.info(
+            "window {}: {} steps, loss {:.4f}, {} bytes", window, result.steps, result.mean_loss,
+            payload_nbytes(payload),
+        )  # fmt: skip
+        self.rt.metrics.log(
+            "train", window=window, steps=result.steps, tokens=result.tokens,
+            loss=result.mean_loss, seconds=result.seconds, bytes=payload_nbytes(payload),
+            version=self.replica.version,
+        )  # fmt: skip
+        return Upload(payload, {"receipt": sample_receipt(ids), "samples": str(len(ids)),
+                                "tokens": str(result.tokens), "loss": f"{result.mean_loss:.6f}"})  # fmt: skip
+
+    def publish(self, window: int, result: Upload) -> None:
+        key, written = publish_envelope(
+            self.rt.store, signer=self.rt.wallet.hotkey, run=self.rt.cfg.protocol.run,
+            kind=ObjectKind.GRADIENT, window=window, tensors=result.payload,
+            base_version=self.replica.version, metadata=result.metadata,
+        )  # fmt: skip
+        logger.info("uploaded {} ({})", key, "new" if written else "already there")
+
+    def state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        tensors = {
+            **prefixed(self.replica.state or {}, "model"),
+            **prefixed(self.ef.state_dict(), "ef"),
+        }
+        opt = self.optimizer.state_dict()
+        return {"version": self.replica.version, "optimizer_steps": len(opt["state"])}, tensors
+
+    def restore(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
+        self.replica.restore(meta.get("version"), unprefixed(tensors, "model"))
+        self.ef.load_state_dict(unprefixed(tensors, "ef"))

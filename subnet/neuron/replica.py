@@ -1,0 +1,65 @@
+"""A local copy of the global model that follows the model holder's published versions."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from loguru import logger
+
+from ..model import build_model
+from ..training import load_parameters, snapshot
+from ..versions import ModelManifest, ModelSync
+from .runtime import Runtime
+
+
+class Replica:
+    """The global model at a known version, as miners and validators hold it."""
+
+    def __init__(self, rt: Runtime, vocab_size: int) -> None:
+        p = rt.cfg.protocol
+        self.rt = rt
+        self.model = build_model(p.model, vocab_size=vocab_size, seed=p.seed)
+        self.model.to(rt.cfg.node.neuron.device)
+        self.state: dict[str, torch.Tensor] | None = None  # parameters at `version`
+        self.version: int | None = None
+        self.manifest: ModelManifest | None = None
+        # One syncer for the neuron's life: it remembers the newest manifest it verified, so a
+        # replayed older (validly signed) pointer is refused as a rollback.
+        self.syncer = ModelSync(rt.readers, p.holder_hotkey, p.run, max_bytes=rt.max_bytes)
+
+    def sync(self, *, until_window: int | None = None, deadline_block: int | None = None) -> None:
+        """Move to the latest version, waiting (until ``deadline_block``) for the merge of
+        ``until_window`` when the holder has not published it yet."""
+        if self.rt.readers.get(self.rt.cfg.protocol.holder_hotkey) is None:
+            self.rt.refresh_readers()
+        syncer = self.syncer
+        latest = syncer.latest()
+        while (
+            until_window is not None
+            and latest.window < until_window
+            and deadline_block is not None
+            and self.rt.chain.block() < deadline_block
+        ):
+            time.sleep(0.2)
+            latest = syncer.latest()
+        if latest.version != self.version or self.state is None:
+            self.state, self.manifest = syncer.sync(self.state, self.version)
+            self.version = self.manifest.version
+            logger.info("synced to model version {} ({})", self.version, self.manifest.digest[:12])
+        self.reset()
+
+    def reset(self) -> None:
+        """Put the synced global parameters back into the model (after local training)."""
+        assert self.state is not None, "sync first"
+        load_parameters(self.model, self.state)
+
+    def restore(self, version: int | None, state: dict[str, torch.Tensor]) -> None:
+        """Adopt a saved version and its parameters."""
+        if version is not None and state:
+            self.version, self.state = version, state
+            self.reset()
+
+    def snapshot(self) -> dict[str, torch.Tensor]:
+        """The model's current parameters."""
+        return snapshot(self.model)

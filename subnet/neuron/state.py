@@ -1,0 +1,57 @@
+"""Resumable neuron state: a JSON record plus named tensors, written atomically.
+
+A neuron saves after every window it handles; after a restart it loads the same file and
+resumes, so no window is handled twice and nothing accepted is lost. Tensors are stored with
+safetensors (never pickle) next to the JSON record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+
+class StateFile:
+    """``state.json`` and ``state.safetensors`` under one folder."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+        self.meta_path = self.folder / "state.json"
+        self.tensor_path = self.folder / "state.safetensors"
+
+    def exists(self) -> bool:
+        """Whether a state was saved before."""
+        return self.meta_path.exists()
+
+    def save(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
+        """Write tensors then the record, each via a temporary file and an atomic rename."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        tmp = self.tensor_path.with_suffix(".tmp")
+        save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(tmp))
+        os.replace(tmp, self.tensor_path)
+        tmp = self.meta_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(meta, indent=1, sort_keys=True))
+        os.replace(tmp, self.meta_path)
+
+    def load(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        """The saved record and tensors (empty when nothing was saved)."""
+        if not self.exists():
+            return {}, {}
+        tensors = load_file(str(self.tensor_path)) if self.tensor_path.exists() else {}
+        return json.loads(self.meta_path.read_text()), tensors
+
+
+def prefixed(tensors: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
+    """Namespace a tensor dict for storage alongside others (``model/``, ``ef/`` ...)."""
+    return {f"{prefix}/{k}": v for k, v in tensors.items()}
+
+
+def unprefixed(tensors: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
+    """The tensors saved under ``prefix`` by :func:`prefixed`, with the prefix removed."""
+    head = prefix + "/"
+    return {k[len(head) :]: v for k, v in tensors.items() if k.startswith(head)}

@@ -1,0 +1,189 @@
+"""The validator: score every upload of a window, report the scores, set weights each tempo.
+
+At the window's upload deadline it fetches each miner's gradient, verifies it, checks the
+sample receipt, and measures the loss of its model before and after applying that update alone,
+on a slice of the miner's assigned samples and on random samples. Copies (top-k index overlap;
+the later upload is the copier), missing, late, stale and rejected uploads score 0. Scores feed
+a moving average per hotkey; the window's scores go out as a signed report for the model
+holder, and every tempo the moving scores become weights on chain through ``bt.SetWeights``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import torch
+from loguru import logger
+
+from ..compression import build_compressor
+from ..data import assign_samples, random_sample_ids, sample_receipt
+from ..model import evaluate_loss
+from ..scoring import (
+    Evaluation,
+    Upload,
+    detect_copies,
+    score_window,
+    update_moving,
+    weights_for_chain,
+)
+from ..storage.base import StorageError
+from ..storage.keys import ObjectKind, object_key
+from ..training import load_parameters
+from ..wire import publish_envelope
+from .base import BaseNeuron
+from .miner import samples_per_window
+from .replica import Replica
+from .runtime import Runtime
+from .state import prefixed, unprefixed
+from .uploads import Received, collect_uploads, support
+
+
+class Validator(BaseNeuron):
+    """Scores uploads, publishes reports, keeps moving scores, sets weights."""
+
+    role = "validator"
+
+    def __init__(self, rt: Runtime) -> None:
+        super().__init__(rt)
+        self.data = rt.dataset()
+        self.replica = Replica(rt, self.data.vocab_size)
+        self.compressor = build_compressor(rt.cfg.protocol.compression)
+        self.moving: dict[str, float] = {}
+        self.first_seen: dict[tuple[int, str], int] = {}
+        self.last_weights_block = 0
+        self.graph = rt.refresh_readers()
+
+    def phase(self) -> tuple[int, int]:
+        w = self.rt.cfg.protocol.window
+        return w.upload_deadline, w.report_deadline - 1
+
+    def on_block(self, block: int, window: int, offset: int) -> None:
+        """Note when each miner's upload first appears: upload order decides who copied whom."""
+        if offset > self.rt.cfg.protocol.window.upload_deadline:
+            return
+        for hotkey in self.miners():
+            if (window, hotkey) in self.first_seen:
+                continue
+            reader = self.rt.readers.get(hotkey)
+            key = object_key(self.rt.cfg.protocol.run, ObjectKind.GRADIENT, window, hotkey)
+            if reader is not None and _exists(reader, key):
+                self.first_seen[(window, hotkey)] = block
+
+    def miners(self) -> list[str]:
+        """Hotkeys that may upload: everyone registered except validators and the holder."""
+        graph = self.graph
+        holder = self.rt.cfg.protocol.holder_hotkey
+        return [n.hotkey for n in graph.neurons if not n.validator_permit and n.hotkey != holder]
+
+    def sync(self, window: int) -> None:
+        self.graph = self.rt.refresh_readers()
+        self.replica.sync()
+
+    def step(self, window: int) -> dict[str, Any]:
+        p = self.rt.cfg.protocol
+        shapes = {k: tuple(v.shape) for k, v in self.replica.state.items()}
+        got = collect_uploads(self.rt, window, self.miners(), base_version=self.replica.version,
+                              compressor=self.compressor, shapes=shapes)  # fmt: skip
+        # Absent at the deadline but there by now (after the evaluations below): late.
+        evaluations, rejected = [], dict(got.rejected)
+        random_ids = random_sample_ids(p.eval_samples, self.data.split_samples("train"))
+        before_random = self._loss(random_ids)
+        for hotkey, upload in got.accepted.items():
+            ids = assign_samples(p.seed, window, hotkey, samples_per_window(self.rt),
+                                 self.data.split_samples("train"))  # fmt: skip
+            if upload.metadata.get("receipt") != sample_receipt(ids):
+                rejected[hotkey] = "bad_receipt"
+                continue
+            evaluations.append(
+                self._evaluate(upload, ids[: p.eval_samples], random_ids, before_random)
+            )
+        uploads = [
+            Upload(hk, (self.first_seen.get((window, hk), 10**12), hk), support(u.delta))
+            for hk, u in got.accepted.items()
+            if self.compressor.info.name == "sparseloco"
+        ]
+        copies = detect_copies(uploads, p.scoring)
+        run = p.run
+        late = {
+            hk for hk in got.missing
+            if (reader := self.rt.readers.get(hk)) is not None
+            and _exists(reader, object_key(run, ObjectKind.GRADIENT, window, hk))
+        }  # fmt: skip
+        verdicts = score_window(evaluations, got.missing - late, late, got.stale, rejected, copies,
+                                p.scoring)  # fmt: skip
+        scores = {hk: v.score for hk, v in verdicts.items()}
+        self.moving = update_moving(self.moving, scores, set(self.miners()), p.scoring)
+        for hk, v in sorted(verdicts.items()):
+            logger.info(
+                "window {} {}: {} score {:.4f} {}", window, hk[:8], v.reason, v.score, v.detail
+            )
+        self.rt.metrics.log(
+            "scores", window=window, version=self.replica.version,
+            verdicts={hk: [v.reason, v.score] for hk, v in verdicts.items()}, moving=self.moving,
+        )  # fmt: skip
+        self.first_seen = {k: b for k, b in self.first_seen.items() if k[0] > window}
+        return scores
+
+    def _loss(self, ids: list[int]) -> float:
+        return evaluate_loss(
+            self.replica.model, self.data.batches(ids, self.rt.cfg.protocol.inner.micro_batch)
+        )
+
+    @torch.no_grad()
+    def _evaluate(self, upload: Received, assigned: list[int], random_ids: list[int],
+                  before_random: float) -> Evaluation:  # fmt: skip
+        """Losses before and after applying this upload alone (``theta - delta``)."""
+        before_assigned = self._loss(assigned)
+        state = self.replica.state
+        load_parameters(self.replica.model, {k: state[k] - upload.delta[k] for k in state})
+        after_assigned, after_random = self._loss(assigned), self._loss(random_ids)
+        self.replica.reset()
+        return Evaluation(
+            upload.hotkey, before_assigned, after_assigned, before_random, after_random
+        )
+
+    def publish(self, window: int, result: dict[str, Any]) -> None:
+        scores = dict(sorted(result.items()))
+        tensor = torch.tensor(list(scores.values()) or [0.0], dtype=torch.float32)
+        publish_envelope(
+            self.rt.store, signer=self.rt.wallet.hotkey, run=self.rt.cfg.protocol.run,
+            kind=ObjectKind.SCORES, window=window, tensors={"scores": tensor},
+            base_version=self.replica.version, metadata={"scores": json.dumps(scores)},
+        )  # fmt: skip
+        self.maybe_set_weights()
+
+    def maybe_set_weights(self) -> None:
+        """Set weights from the moving scores once per tempo (the chain's rate limit applies)."""
+        block, tempo = self.rt.chain.block(), self.graph.tempo
+        if block - self.last_weights_block < tempo:
+            return
+        uids = {n.hotkey: n.uid for n in self.graph.neurons}
+        weights = weights_for_chain(self.moving, uids)
+        if not weights:
+            logger.info("no miner has a positive score yet; not setting weights")
+            return
+        outcome = self.rt.chain.set_weights(self.rt.wallet, weights)
+        self.rt.metrics.log("weights", block=outcome.block, ok=outcome.ok, reason=outcome.reason,
+                            weights={str(k): v for k, v in weights.items()})  # fmt: skip
+        if outcome.ok:
+            self.last_weights_block = outcome.block
+
+    def state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        meta = {"version": self.replica.version, "moving": self.moving,
+                "last_weights_block": self.last_weights_block}  # fmt: skip
+        return meta, prefixed(self.replica.state or {}, "model")
+
+    def restore(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
+        self.moving = {k: float(v) for k, v in meta.get("moving", {}).items()}
+        self.last_weights_block = int(meta.get("last_weights_block", 0))
+        self.replica.restore(meta.get("version"), unprefixed(tensors, "model"))
+
+
+def _exists(reader, key: str) -> bool:
+    """Whether ``key`` is readable now (absent or unreachable both count as no)."""
+    try:
+        reader.head(key)
+    except StorageError:
+        return False
+    return True

