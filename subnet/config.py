@@ -16,7 +16,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -134,6 +134,14 @@ class DataConfig(_Strict):
     dir: str = Field("data", description="folder holding prepared datasets (model holder)")
 
 
+class WandbConfig(_Strict):
+    """Mirroring metrics to Weights & Biases (off by default: no telemetry unless asked)."""
+
+    mode: Literal["online", "offline", "disabled"] = Field("disabled", description="W&B mode")
+    project: str = Field("beam", description="W&B project")
+    dir: str | None = Field(None, description="where offline runs are written (default: state dir)")
+
+
 class NodeConfig(_Strict):
     """Settings local to one node."""
 
@@ -144,6 +152,7 @@ class NodeConfig(_Strict):
     neuron: NeuronConfig = NeuronConfig()
     storage: StorageConfig | None = Field(None, description="this node's own bucket")
     data: DataConfig = DataConfig()
+    wandb: WandbConfig = WandbConfig()
 
 
 class BeamConfig(_Strict):

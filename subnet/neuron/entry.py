@@ -25,8 +25,11 @@ def run_role(role: type[BaseNeuron], description: str, argv: list[str] | None = 
         neuron = role(build_runtime(cfg, role.role))
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: neuron.stop())
-        neuron.run(max_windows=cfg.node.neuron.max_windows or None)
-        neuron.save()
+        try:
+            neuron.run(max_windows=cfg.node.neuron.max_windows or None)
+        finally:
+            neuron.save()
+            neuron.rt.metrics.close()
         return 0
 
     return run_guarded(main)

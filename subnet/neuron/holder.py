@@ -12,6 +12,7 @@ It also publishes the dataset to its bucket, so every peer trains and scores on 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,7 @@ class ModelHolder(BaseNeuron):
         self.graph = self.rt.refresh_readers()
 
     def step(self, window: int) -> dict[str, Any]:
+        started = time.perf_counter()
         p = self.rt.cfg.protocol
         trusted = {n.hotkey for n in self.graph.neurons if n.validator_permit}
         reports = self._reports(window, trusted)
@@ -118,9 +120,14 @@ class ModelHolder(BaseNeuron):
         self.outer.step(params, delta)
         load_parameters(self.model, params)
         sent = sum(got.accepted[hk].nbytes for hk in got.accepted)
+        # What DDP would have sent for the same work: every step, every merged worker sends an
+        # fp32 gradient of the whole model.
+        n_params = sum(t.numel() for t in params.values())
+        ddp = len(chosen) * p.inner.steps * n_params * 4
         return {"merged": True, "weights": {hk: weights[hk] for hk in chosen}, "bytes": sent,
                 "tokens": sum(int(got.accepted[hk].metadata.get("tokens", "0")) for hk in chosen),
-                "reports": len(reports)}  # fmt: skip
+                "reports": len(reports), "ddp_bytes": ddp,
+                "merge_seconds": round(time.perf_counter() - started, 3)}  # fmt: skip
 
     def _reports(self, window: int, trusted: set[str]) -> dict[str, dict[str, float]]:
         """Window scores from each trusted validator's signed report (bad ones are skipped)."""
@@ -143,8 +150,10 @@ class ModelHolder(BaseNeuron):
             return
         manifest = self.publisher.publish(snapshot(self.model), window)
         self.version = manifest.version
-        self._log_version(window, manifest.version, contributors=result["weights"],
-                          bytes=result["bytes"], tokens=result["tokens"], reports=result["reports"])  # fmt: skip
+        fields = {
+            k: result[k] for k in ("bytes", "tokens", "reports", "ddp_bytes", "merge_seconds")
+        }
+        self._log_version(window, manifest.version, contributors=result["weights"], **fields)
 
     def _log_version(self, window: int, version: int, **fields: Any) -> None:
         loss = evaluate_loss(self.model, self.data.heldout_batches(8, max_batches=4))

@@ -9,6 +9,7 @@ validators can check both.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,11 +54,17 @@ class Miner(BaseNeuron):
         self.optimizer = build_inner_optimizer(self.replica.model, p.inner)
         self.compressor = build_compressor(p.compression)
         self.ef = ErrorFeedback(p.compression.ef_decay)
+        self.sync_seconds = 0.0
 
     def phase(self) -> tuple[int, int]:
         return 0, self.rt.cfg.protocol.window.upload_deadline - 1
 
     def sync(self, window: int) -> None:
+        started = time.perf_counter()
+        self._sync(window)
+        self.sync_seconds = time.perf_counter() - started
+
+    def _sync(self, window: int) -> None:
         w = self.rt.cfg.protocol.window
         # Normally the merge of the previous window is out already; give a slow holder a moment.
         deadline = self.rt.clock.start(window) + max(1, w.upload_deadline // 4)
@@ -81,7 +88,7 @@ class Miner(BaseNeuron):
         self.rt.metrics.log(
             "train", window=window, steps=result.steps, tokens=result.tokens,
             loss=result.mean_loss, seconds=result.seconds, bytes=payload_nbytes(payload),
-            version=self.replica.version,
+            version=self.replica.version, sync_seconds=round(self.sync_seconds, 3),
         )  # fmt: skip
         return Upload(payload, {"receipt": sample_receipt(ids), "samples": str(len(ids)),
                                 "tokens": str(result.tokens), "loss": f"{result.mean_loss:.6f}"})  # fmt: skip

@@ -120,13 +120,29 @@ def build_runtime(cfg: BeamConfig, role: str) -> Runtime:
         chain=chain,
         store=store,
         readers=ReaderPool(allow_private_endpoints=local),
-        metrics=MetricsSink(state_dir / "metrics.jsonl", role=role, hotkey=wallet.hotkey.ss58_address,
+        metrics=MetricsSink(state_dir / "metrics.jsonl", mirrors=_mirrors(cfg, role, state_dir),
+                            role=role, hotkey=wallet.hotkey.ss58_address,
                             config_hash=cfg.protocol.config_hash()),
         state_dir=state_dir,
     )  # fmt: skip
     publish_read_settings(rt)
     rt.refresh_readers()
     return rt
+
+
+def _mirrors(cfg: BeamConfig, role: str, state_dir: Path) -> list:
+    """W&B when enabled; it logs the protocol config, its hash, the git commit and topology."""
+    w = cfg.node.wandb
+    if w.mode == "disabled":
+        return []
+    from ..monitor.wandb_sink import WandbSink
+
+    config = {"protocol": cfg.protocol.model_dump(mode="json"),
+              "config_hash": cfg.protocol.config_hash(), "role": role, "netuid": cfg.node.netuid}  # fmt: skip
+    name = f"{role}-{cfg.node.wallet.name}-{cfg.node.wallet.hotkey}"
+    folder = Path(w.dir).expanduser() if w.dir else state_dir
+    return [WandbSink(mode=w.mode, project=w.project, name=name, group=cfg.protocol.run,
+                      folder=folder, config=config)]  # fmt: skip
 
 
 def publish_read_settings(rt: Runtime) -> None:
