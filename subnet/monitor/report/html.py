@@ -1,0 +1,217 @@
+"""The run page: one self-contained HTML document (inline CSS and SVG, no script, no URLs)."""
+
+from __future__ import annotations
+
+import time
+from html import escape
+
+from . import summary
+from .load import Run
+from .svg import line_chart
+from .units import (
+    DASH,
+    fmt_bytes,
+    fmt_clock,
+    fmt_datetime,
+    fmt_int,
+    fmt_loss,
+    fmt_ratio,
+    fmt_seconds,
+    fmt_share,
+)
+
+CSS = """
+:root { --ink: #111827; --muted: #6b7280; --line: #e5e7eb; --bg: #f6f7fb; --card: #fff;
+  --accent: #4f46e5; --good: #047857; --good-bg: #d1fae5; --idle-bg: #f3f4f6; }
+* { box-sizing: border-box; }
+body { margin: 0; background: var(--bg); color: var(--ink); line-height: 1.45;
+  font: 15px/1.45 -apple-system, BlinkMacSystemFont, "Segoe UI", Roboto, "Helvetica Neue",
+  "Noto Sans", "DejaVu Sans", Arial, sans-serif; }
+main { max-width: 1180px; margin: 0 auto; padding: 28px 28px 48px; }
+header { display: flex; align-items: baseline; justify-content: space-between; gap: 16px;
+  flex-wrap: wrap; margin-bottom: 20px; }
+h1 { font-size: 26px; margin: 0; letter-spacing: -0.01em; }
+h2 { font-size: 16px; margin: 0 0 12px; }
+.meta { color: var(--muted); font-size: 13px; }
+.meta code { font-size: 12px; background: var(--idle-bg); padding: 1px 5px; border-radius: 4px; }
+.live { color: var(--good); font-weight: 600; }
+.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(165px, 1fr)); gap: 14px;
+  margin-bottom: 18px; }
+.card, .panel { background: var(--card); border: 1px solid var(--line); border-radius: 12px;
+  box-shadow: 0 1px 2px rgba(16, 24, 40, 0.04); }
+.card { padding: 14px 16px; }
+.card .label { color: var(--muted); font-size: 12px; text-transform: uppercase;
+  letter-spacing: 0.05em; }
+.card .value { font-size: 28px; font-weight: 650; margin-top: 4px; letter-spacing: -0.02em;
+  font-variant-numeric: tabular-nums; white-space: nowrap; }
+.card .value small { font-size: 14px; font-weight: 500; color: var(--muted); margin-left: 4px; }
+.card .note { color: var(--muted); font-size: 12px; margin-top: 2px; }
+.panel { padding: 18px 20px; margin-bottom: 18px; overflow-x: auto; }
+table { width: 100%; border-collapse: collapse; font-variant-numeric: tabular-nums; }
+th, td { padding: 7px 10px; border-bottom: 1px solid var(--line); white-space: nowrap; }
+th { color: var(--muted); font-size: 12px; font-weight: 600; text-transform: uppercase;
+  letter-spacing: 0.04em; text-align: left; }
+td.n, th.n { text-align: right; }
+tr:last-child td { border-bottom: none; }
+.who { font-weight: 600; }
+.hk { color: var(--muted); font-size: 12px; font-family: ui-monospace, Menlo, Consolas, monospace; }
+.role { color: var(--muted); }
+.pill { display: inline-block; padding: 1px 9px; border-radius: 999px; font-size: 12px;
+  font-weight: 600; }
+.pill.active { color: var(--good); background: var(--good-bg); }
+.pill.idle { color: var(--muted); background: var(--idle-bg); }
+.bar { display: inline-block; width: 64px; height: 6px; background: var(--idle-bg);
+  border-radius: 3px; margin-left: 8px; vertical-align: middle; overflow: hidden; }
+.bar i { display: block; height: 100%; background: var(--accent); }
+.empty { color: var(--muted); }
+footer { color: var(--muted); font-size: 12px; text-align: center; margin-top: 8px; }
+"""
+
+
+def render_page(
+    run: Run, *, refresh: int | None = None, recent: int = 20, now: float | None = None
+) -> str:
+    """The whole page; ``refresh`` (seconds) adds an auto-refresh meta tag for live serving."""
+    now = time.time() if now is None else now
+    head = summary.headline(run)
+    refresh_tag = f'<meta http-equiv="refresh" content="{int(refresh)}">' if refresh else ""
+    body = "".join([
+        _header(run, now, live=bool(refresh)),
+        _cards(head),
+        _chart(run, head),
+        _roster(summary.roster(run)),
+        _rounds(summary.round_rows(run, last=recent), total=head.rounds),
+        _failures(run),
+        "<footer>Rendered by scripts/report.py from the run's metrics files; "
+        "self-contained, no network needed.</footer>",
+    ])  # fmt: skip
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"{refresh_tag}<title>{escape(run.name)} · Beam run</title><style>{CSS}</style></head>"
+        f"<body><main>{body}</main></body></html>\n"
+    )
+
+
+def _header(run: Run, now: float, live: bool) -> str:
+    bits = [
+        f"network <code>{escape(run.network)}</code>" if run.network else "",
+        f"netuid {run.netuid}" if run.netuid is not None else "",
+        f"config <code>{escape(run.config_hash[:12])}</code>" if run.config_hash else "",
+        f"{fmt_int(run.n_params)} parameters" if run.n_params else "",
+        f"started {fmt_datetime(run.started)}" if run.started else "",
+    ]
+    updated = f"updated {fmt_clock(now)} UTC"
+    status = f'<span class="live">● live</span> · {updated}' if live else updated
+    meta = " · ".join(b for b in bits if b)
+    return (
+        f'<header><div><h1>{escape(run.name)}</h1><div class="meta">{meta}</div></div>'
+        f'<div class="meta">{status}</div></header>'
+    )
+
+
+def _card(label: str, value: str, note: str = "", unit: str = "") -> str:
+    unit_html = f"<small>{escape(unit)}</small>" if unit and value != DASH else ""
+    return (
+        f'<div class="card"><div class="label">{escape(label)}</div>'
+        f'<div class="value">{escape(value)}{unit_html}</div>'
+        f'<div class="note">{escape(note) or "&nbsp;"}</div></div>'
+    )
+
+
+def _cards(h: summary.Headline) -> str:
+    by_role = sorted(h.nodes_by_role.items(), key=lambda kv: summary.ROLE_ORDER.get(kv[0], 3))
+    roles = ", ".join(f"{n} {role}{'s' if n != 1 else ''}" for role, n in by_role)
+    start = f"from {fmt_loss(h.initial_loss)} at start" if h.initial_loss is not None else ""
+    plural = "s" if h.failed_windows != 1 else ""
+    failed = f"{h.failed_windows} failed window{plural}" if h.failed_windows else "merged versions"
+    saved_note = f"{fmt_bytes(h.bytes)} sent vs {fmt_bytes(h.ddp_bytes)}" if h.bytes else ""
+    return '<section class="cards">' + "".join([
+        _card("Final loss", fmt_loss(h.final_loss), start),
+        _card("Outer rounds", fmt_int(h.rounds), failed),
+        _card("Nodes", fmt_int(h.nodes) if h.nodes else DASH, roles),
+        _card("Avg throughput", fmt_int(h.throughput), "merged tokens per wall-clock second",
+              unit="tok/s"),
+        _card("Tokens trained", fmt_int(h.tokens) if h.rounds else DASH, "merged into the model"),
+        _card("Bandwidth vs DDP", fmt_ratio(h.saved), saved_note, unit="less"),
+    ]) + "</section>"  # fmt: skip
+
+
+def _chart(run: Run, h: summary.Headline) -> str:
+    points = [(float(r), loss) for r, loss in summary.loss_curve(run)]
+    reference = ("initial", h.initial_loss) if h.initial_loss is not None else None
+    svg = line_chart(
+        points,
+        title="Global held-out loss per outer round",
+        x_label="round",
+        y_label="held-out loss",
+        reference=reference,
+    )
+    return f'<section class="panel">{svg}</section>'
+
+
+def _table(headers: list[tuple[str, bool]], rows: list[list[str]], empty: str) -> str:
+    """``headers`` are ``(label, numeric)``; cells are already-escaped HTML."""
+    if not rows:
+        return f'<p class="empty">{escape(empty)}</p>'
+    head = "".join(f'<th class="n">{h}</th>' if n else f"<th>{h}</th>" for h, n in headers)
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f'<td class="n">{c}</td>' if n else f"<td>{c}</td>"
+            for c, (_, n) in zip(row, headers, strict=True)
+        )
+        + "</tr>"
+        for row in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _roster(rows: list[summary.RosterRow]) -> str:
+    headers = [("participant", False), ("role", False), ("status", False), ("rounds", True),
+               ("tokens", True), ("tokens/s", True), ("share", True)]  # fmt: skip
+    cells = []
+    for r in rows:
+        share = fmt_share(r.share)
+        if r.share is not None:
+            width = max(0.0, min(r.share, 1.0)) * 100
+            share += f'<span class="bar"><i style="width:{width:.0f}%"></i></span>'
+        cells.append([
+            f'<span class="who">{escape(r.name)}</span> <span class="hk">{escape(r.hotkey[:8])}</span>',
+            f'<span class="role">{escape(r.role)}</span>',
+            f'<span class="pill {r.status}">{r.status}</span>',
+            fmt_int(r.rounds), fmt_int(r.tokens), fmt_int(r.tokens_per_s), share,
+        ])  # fmt: skip
+    table = _table(headers, cells, "No participants known yet.")
+    return f'<section class="panel"><h2>Roster</h2>{table}</section>'
+
+
+def _rounds(rows: list[summary.RoundRow], total: int) -> str:
+    headers = [("round", True), ("started (UTC)", False), ("nodes", True), ("compute", True),
+               ("sync", True), ("bytes sent", True), ("DDP would send", True), ("saved", True),
+               ("loss", True)]  # fmt: skip
+    cells = [
+        [fmt_int(r.round), fmt_clock(r.started), fmt_int(r.nodes), fmt_seconds(r.compute_s),
+         fmt_seconds(r.sync_s), fmt_bytes(r.bytes), fmt_bytes(r.ddp_bytes), fmt_ratio(r.saved),
+         fmt_loss(r.loss)]
+        for r in rows
+    ]  # fmt: skip
+    title = (
+        "Recent rounds" if total <= len(rows) else f"Recent rounds (last {len(rows)} of {total})"
+    )
+    table = _table(headers, cells, "No merged rounds yet.")
+    return f'<section class="panel"><h2>{escape(title)}</h2>{table}</section>'
+
+
+def _failures(run: Run) -> str:
+    if not run.failures:
+        return ""
+    names = {hk: p.name for hk, p in run.participants.items()}
+    cells = [
+        [fmt_clock(f.t), fmt_int(f.window), escape(names.get(f.hotkey, f.hotkey[:8])),
+         escape(f.role), f"<code>{escape(f.reason)}</code>"]
+        for f in run.failures[-20:][::-1]
+    ]  # fmt: skip
+    headers = [("time (UTC)", False), ("window", True), ("participant", False), ("role", False),
+               ("reason", False)]  # fmt: skip
+    return f'<section class="panel"><h2>Failed windows</h2>{_table(headers, cells, "")}</section>'

@@ -1,0 +1,231 @@
+"""Read a run folder (``run.json`` plus each neuron's ``metrics.jsonl``) into typed records.
+
+A run in progress is the normal case: files may be missing, a line may be half written and a
+field may not exist yet. Whatever is absent becomes ``None`` (or an empty mapping) rather than
+an error, so the page renders what exists.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Participant:
+    """One neuron of the run: ``role`` is ``miner``, ``validator`` or ``holder``."""
+
+    hotkey: str
+    name: str
+    role: str
+
+
+@dataclass(frozen=True)
+class Version:
+    """The holder published model ``version`` after merging ``window`` (version 0: initial)."""
+
+    t: float
+    window: int
+    version: int
+    heldout_loss: float | None
+    contributors: dict[str, float] = field(default_factory=dict)  # miner hotkey -> merge weight
+    bytes: int | None = None  # bytes of all uploads fetched that window
+    tokens: int | None = None  # tokens trained by the merged contributors
+    reports: int | None = None
+    ddp_bytes: int | None = None  # what DDP would have sent for the same steps
+    merge_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class Train:
+    """A miner's inner training for one window."""
+
+    t: float  # logged when training ended
+    hotkey: str
+    window: int
+    steps: int | None
+    tokens: int | None
+    loss: float | None
+    seconds: float | None  # compute time
+    sync_seconds: float | None  # time to sync the base model
+    bytes: int | None  # upload payload
+    version: int | None  # base model version
+
+
+@dataclass(frozen=True)
+class Scores:
+    """A validator's verdicts for one window: ``verdicts[hotkey] = (reason, score)``."""
+
+    t: float
+    hotkey: str
+    window: int
+    version: int | None
+    verdicts: dict[str, tuple[str, float]]
+    moving: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Weights:
+    """A validator's attempt to set weights on chain (``weights``: uid -> weight)."""
+
+    t: float
+    hotkey: str
+    block: int | None
+    ok: bool
+    reason: str
+    weights: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A window a neuron gave up on, with its reason code."""
+
+    t: float
+    hotkey: str
+    role: str
+    window: int | None
+    reason: str
+
+
+@dataclass
+class Run:
+    """Everything the run page reads; lists are sorted by time."""
+
+    path: Path
+    name: str
+    started: float | None = None
+    network: str | None = None
+    netuid: int | None = None
+    config_hash: str | None = None
+    n_params: int | None = None
+    protocol: dict[str, Any] = field(default_factory=dict)
+    participants: dict[str, Participant] = field(default_factory=dict)
+    versions: list[Version] = field(default_factory=list)
+    trains: list[Train] = field(default_factory=list)
+    scores: list[Scores] = field(default_factory=list)
+    weights: list[Weights] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects in ``path``, skipping blank, half-written or non-object lines."""
+    records = []
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # typically the last line, still being written
+        if isinstance(record, dict):
+            records.append(record)
+    return records
+
+
+def load_run(path: str | Path) -> Run:
+    """Read ``path/run.json`` and every ``path/state/*/metrics.jsonl`` into a :class:`Run`."""
+    path = Path(path)
+    run = _read_header(path)
+    for metrics in sorted(path.glob("state/*/metrics.jsonl")):
+        for record in read_jsonl(metrics):
+            _add(run, record)
+    versions = {v.version: v for v in sorted(run.versions, key=lambda v: v.t)}  # last one wins
+    run.versions = sorted(versions.values(), key=lambda v: v.version)
+    for records in (run.trains, run.scores, run.weights, run.failures):
+        records.sort(key=lambda r: r.t)
+    return run
+
+
+def _read_header(path: Path) -> Run:
+    try:
+        header = json.loads((path / "run.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        header = {}
+    if not isinstance(header, dict):
+        header = {}
+    participants = {}
+    for hotkey, info in (header.get("participants") or {}).items():
+        info = info if isinstance(info, dict) else {}
+        name = str(info.get("name") or hotkey[:8])
+        participants[hotkey] = Participant(hotkey, name, str(info.get("role") or "?"))
+    return Run(
+        path=path,
+        name=str(header.get("name") or path.resolve().name),
+        started=_float(header.get("started")),
+        network=_str(header.get("network")),
+        netuid=_int(header.get("netuid")),
+        config_hash=_str(header.get("config_hash")),
+        n_params=_int(header.get("n_params")),
+        protocol=header.get("protocol") if isinstance(header.get("protocol"), dict) else {},
+        participants=participants,
+    )
+
+
+def _add(run: Run, r: dict[str, Any]) -> None:
+    """File one metrics record under its kind; unknown events are ignored."""
+    hotkey, role, t = str(r.get("hotkey", "")), str(r.get("role", "?")), _float(r.get("t")) or 0.0
+    if hotkey and hotkey not in run.participants:
+        run.participants[hotkey] = Participant(hotkey, hotkey[:8], role)
+    event = r.get("event")
+    if event == "version" and _int(r.get("version")) is not None:
+        contributors = _numbers(r.get("contributors"))
+        run.versions.append(Version(
+            t, _int(r.get("window"), -1), _int(r.get("version"), 0), _float(r.get("heldout_loss")),
+            contributors, _int(r.get("bytes")), _int(r.get("tokens")), _int(r.get("reports")),
+            _int(r.get("ddp_bytes")), _float(r.get("merge_seconds")),
+        ))  # fmt: skip
+    elif event == "train" and _int(r.get("window")) is not None:
+        run.trains.append(Train(
+            t, hotkey, _int(r.get("window"), 0), _int(r.get("steps")), _int(r.get("tokens")),
+            _float(r.get("loss")), _float(r.get("seconds")), _float(r.get("sync_seconds")),
+            _int(r.get("bytes")), _int(r.get("version")),
+        ))  # fmt: skip
+    elif event == "scores" and _int(r.get("window")) is not None:
+        verdicts = {
+            str(k): (str(v[0]), float(v[1]))
+            for k, v in _dict(r.get("verdicts")).items()
+            if isinstance(v, list | tuple) and len(v) == 2 and _float(v[1]) is not None
+        }
+        moving = _numbers(r.get("moving"))
+        run.scores.append(
+            Scores(t, hotkey, _int(r.get("window"), 0), _int(r.get("version")), verdicts, moving)
+        )
+    elif event == "weights":
+        weights = _numbers(r.get("weights"))
+        run.weights.append(Weights(
+            t, hotkey, _int(r.get("block")), bool(r.get("ok")), str(r.get("reason") or ""), weights
+        ))  # fmt: skip
+    elif event == "window_failed":
+        run.failures.append(
+            Failure(t, hotkey, role, _int(r.get("window")), str(r.get("reason") or "?"))
+        )
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _numbers(value: Any) -> dict[str, float]:
+    """A ``{key: number}`` mapping, dropping entries that are not finite numbers."""
+    pairs = ((str(k), _float(v)) for k, v in _dict(value).items())
+    return {k: v for k, v in pairs if v is not None}
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None  # NaN and inf count as absent
+
+
+def _int(value: Any, default: int | None = None) -> int | None:
+    number = _float(value)
+    return default if number is None else int(number)
