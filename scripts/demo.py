@@ -1,48 +1,115 @@
-"""`make demo`: bring up the local subnet, show it working, and shut down cleanly.
+"""`make demo`: a real subnet training a model on this machine, then its run page.
 
-Starts simnet and the S3 server, registers and stakes the development wallets, lets each
-validator set weights on chain through the real SDK (``bt.SetWeights``), waits for the epoch and
-prints the metagraph with the incentive and dividends it produced. The end-to-end training round
-(miners, validators scoring uploads, the model holder) builds on this stack.
+Prepares the default dataset if missing, brings up simnet and an S3 server, starts a model
+holder, validators and miners as separate processes, runs a fixed number of merged rounds, stops
+everything and prints a summary: loss per round, tokens, bytes sent against what DDP would send,
+the weights on chain, and the path of the run page. Ctrl-C stops every process.
+
+    python scripts/demo.py                          # 3 miners, 2 validators, 8 rounds, tiny
+    python scripts/demo.py --miners 5 --rounds 20 --preset small
 """
 
 from __future__ import annotations
 
+import argparse
+import signal
+import subprocess
 import sys
-import tempfile
+import time
+from pathlib import Path
 
-from subnet.chain import ChainClient, build_subtensor, load_wallet
-from subnet.chain.render import format_metagraph
-from subnet.config import WalletConfig
-from subnet.localnet import LocalStack, StackSettings
+from subnet.localnet.run import LocalRun, RunSettings
 from subnet.logs import setup_logging
 
-# Example weights for the demo only: the validators here score nothing yet.
-EXAMPLE_WEIGHTS = {"miner1": 0.2, "miner2": 0.3, "miner3": 0.5}
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000:
+            return f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--miners", type=int, default=3)
+    parser.add_argument("--validators", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=8, help="merged model versions to run")
+    parser.add_argument(
+        "--preset", default="tiny", help="model preset: tiny, small, hypertrain-20m"
+    )
+    parser.add_argument("--block-time", type=float, default=0.5, help="simnet seconds per block")
+    parser.add_argument("--window-blocks", type=int, default=20, help="blocks per window")
+    parser.add_argument("--run-dir", default=None, help="default: runs/demo-<time>")
+    parser.add_argument("--wandb", default="offline", choices=["offline", "online", "disabled"])
+    args = parser.parse_args()
     setup_logging(node="demo")
-    with tempfile.TemporaryDirectory(prefix="beam-demo-") as root:
-        with LocalStack(root, StackSettings(block_time=0.25)) as stack:
-            ep = stack.endpoints
-            chain = ChainClient(build_subtensor(ep.network), ep.netuid)
-            names = {w.hotkey: w.name for w in ep.wallets}
-            print(format_metagraph(chain.metagraph(), names), "\n")
-            uid = {name: chain.uid_of(hotkey) for hotkey, name in names.items()}
-            weights = {uid[name]: w for name, w in EXAMPLE_WEIGHTS.items()}
-            for v in (w for w in ep.wallets if w.role == "validator"):
-                wallet = load_wallet(WalletConfig(name=v.name, path=ep.wallet_path))
-                outcome = chain.set_weights(wallet, weights)
-                print(f"{v.name} set weights {EXAMPLE_WEIGHTS}: {outcome.reason}")
-            graph = chain.metagraph()
-            next_epoch = graph.last_step + graph.tempo + 1
-            print(f"waiting for the epoch at block {next_epoch} ...\n")
-            chain.wait_for_block(next_epoch, timeout=120)
-            print(format_metagraph(chain.metagraph(), names))
-            print(f"\nsimnet {ep.network}, S3 {ep.s3_endpoint}")
-    print("local stack stopped cleanly")
-    return 0
+
+    settings = RunSettings(
+        miners=args.miners, validators=args.validators, rounds=args.rounds, preset=args.preset,
+        block_time=args.block_time, window_blocks=args.window_blocks, wandb=args.wandb,
+        data_dir=str(ROOT / "data"),
+    )  # fmt: skip
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "prepare_data.py"), "--out",
+         str(ROOT / "data" / settings.dataset)], check=True,
+    )  # fmt: skip
+    run_dir = Path(args.run_dir or ROOT / "runs" / time.strftime("demo-%Y%m%d-%H%M%S"))
+    run = LocalRun(run_dir, settings)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    first_loss = None
+    try:
+        run.start()
+        print(f"\nrun folder: {run_dir}\n{'round':>5} {'window':>6} {'miners':>6} "
+              f"{'held-out loss':>13} {'sent':>10} {'DDP would send':>15}")  # fmt: skip
+
+        def show(v: dict) -> None:
+            nonlocal first_loss
+            first_loss = v["heldout_loss"] if first_loss is None else first_loss
+            sent, ddp = v.get("bytes"), v.get("ddp_bytes")
+            print(f"{v['version']:>5} {v['window']:>6} {len(v.get('contributors', {})):>6} "
+                  f"{v['heldout_loss']:>13.4f} {human_bytes(sent) if sent else '-':>10} "
+                  f"{human_bytes(ddp) if ddp else '-':>15}", flush=True)  # fmt: skip
+
+        finished = run.wait(
+            show, timeout=60 + 3 * args.rounds * args.window_blocks * args.block_time
+        )
+        graph = run.chain().metagraph()
+    except KeyboardInterrupt:
+        print("\ninterrupted; stopping every process")
+        run.stop()
+        return 130
+    except BaseException:
+        run.stop()
+        raise
+    codes = run.stop()
+    versions = [v for v in run.versions() if v["version"] > 0]
+    names = {w.hotkey: w.name for w in run.stack.endpoints.wallets}
+    print(f"\nweights on chain (incentive after the last epoch, block {graph.block}):")
+    for n in graph.neurons:
+        if n.incentive > 0 or n.dividends > 0:
+            print(f"  {names.get(n.hotkey, n.hotkey[:8]):<12} incentive {n.incentive:.3f}  "
+                  f"dividends {n.dividends:.3f}")  # fmt: skip
+    if versions:
+        sent = sum(v["bytes"] for v in versions)
+        ddp = sum(v["ddp_bytes"] for v in versions)
+        tokens = sum(v["tokens"] for v in versions)
+        print(f"\n{len(versions)} rounds: held-out loss {first_loss:.4f} -> "
+              f"{versions[-1]['heldout_loss']:.4f}; {tokens:,} tokens trained; sent "
+              f"{human_bytes(sent)} where DDP would send {human_bytes(ddp)} "
+              f"({ddp / max(sent, 1):,.0f}x less)")  # fmt: skip
+    report = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "report.py"), str(run_dir)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    print(
+        f"run page: {report.stdout.strip().splitlines()[-1] if report.returncode == 0 else 'unavailable: ' + report.stderr.strip()[-200:]}"
+    )
+    ok = finished and all(code == 0 for code in codes.values())
+    print("all processes stopped" + ("" if ok else f" (exit codes {codes})"))
+    return 0 if finished else 1
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ from pathlib import Path
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
+    """In a child, before exec: ask Linux to SIGTERM us when our parent dies."""
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -34,7 +35,7 @@ def spawn(
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             env={**os.environ, **(env or {})},
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 (no threads yet at spawn time)
+            preexec_fn=die_with_parent,  # noqa: PLW1509 (no threads yet at spawn time)
         )
 
 

@@ -9,6 +9,7 @@ locally so a validator never hammers the chain with calls it knows will fail.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -142,13 +143,29 @@ class ChainClient:
 
     # Clock ---------------------------------------------------------------------------------
 
+    def poll_interval(self) -> float:
+        """A quarter of the chain's block time, between 0.1 and 1 second."""
+        return min(1.0, max(0.1, float(self.subtensor.block_time()) / 4))
+
     def follow_blocks(self) -> Iterator[int]:
-        """Yield each new block number as the chain produces it (the SDK's subscription)."""
-        for header in self.subtensor.blocks():
-            yield header.number
+        """Yield each new block number as the chain produces it, in order.
+
+        Polls the head rather than holding the SDK's subscription open: a signal that stops
+        the neuron can then interrupt a plain sleep instead of an async generator mid-flight.
+        """
+        poll, last = self.poll_interval(), self.block()
+        while True:
+            time.sleep(poll)
+            head = self.block()
+            yield from range(last + 1, head + 1)
+            last = max(last, head)
 
     def wait_for_block(self, target: int, timeout: float | None = None) -> int:
-        """Block until the chain reaches ``target``; returns the block reached."""
-        if self.block() >= target:
-            return self.block()
-        return int(self.subtensor.wait_for_block(target, timeout=timeout).number)
+        """Block until the chain reaches ``target``; returns the head then."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        poll = self.poll_interval()
+        while (head := self.block()) < target:
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"chain did not reach block {target} in {timeout}s")
+            time.sleep(poll)
+        return head

@@ -48,6 +48,7 @@ class BaseNeuron(ABC):
         self.state_file = StateFile(rt.state_dir)
         self.last_window = -1
         self.stop_event = threading.Event()
+        self.busy = False  # inside a window's work: a stop request waits for it to finish
 
     # Steps a role supplies ---------------------------------------------------------------------
 
@@ -116,6 +117,7 @@ class BaseNeuron(ABC):
 
     def handle(self, window: int) -> None:
         """Sync, step, publish and save for one window; a window-level failure is logged."""
+        self.busy = True
         try:
             self.sync(window)
             self.publish(window, self.step(window))
@@ -123,6 +125,8 @@ class BaseNeuron(ABC):
             reason = getattr(error, "reason", type(error).__name__)
             logger.error("{}: window {} failed ({}): {}", self.role, window, reason, error)
             self.rt.metrics.log("window_failed", window=window, reason=str(reason))
+        finally:
+            self.busy = False
         self.last_window = window
         self.save()
 
@@ -142,5 +146,12 @@ class BaseNeuron(ABC):
         self.state_file.save({**meta, "last_window": self.last_window, "role": self.role}, tensors)
 
     def stop(self) -> None:
-        """Ask the loop to stop at the next block (signal handlers call this)."""
+        """Ask the loop to stop: after the current window's work, or now when idle.
+
+        Called from a signal handler. While the loop only waits for the next block (which never
+        comes if the chain went away) it is interrupted at once; a window's work in progress is
+        allowed to finish and be saved.
+        """
         self.stop_event.set()
+        if not self.busy:
+            raise KeyboardInterrupt

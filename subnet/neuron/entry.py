@@ -27,6 +27,8 @@ def run_role(role: type[BaseNeuron], description: str, argv: list[str] | None = 
             signal.signal(sig, lambda *_: neuron.stop())
         try:
             neuron.run(max_windows=cfg.node.neuron.max_windows or None)
+        except KeyboardInterrupt:
+            pass  # a stop request while waiting for a block
         finally:
             neuron.save()
             neuron.rt.metrics.close()

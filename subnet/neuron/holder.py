@@ -120,10 +120,10 @@ class ModelHolder(BaseNeuron):
         self.outer.step(params, delta)
         load_parameters(self.model, params)
         sent = sum(got.accepted[hk].nbytes for hk in got.accepted)
-        # What DDP would have sent for the same work: every step, every merged worker sends an
-        # fp32 gradient of the whole model.
+        # What DDP would have sent for the same work: every step, every worker that sent an
+        # upload would have sent an fp32 gradient of the whole model.
         n_params = sum(t.numel() for t in params.values())
-        ddp = len(chosen) * p.inner.steps * n_params * 4
+        ddp = len(got.accepted) * p.inner.steps * n_params * 4
         return {"merged": True, "weights": {hk: weights[hk] for hk in chosen}, "bytes": sent,
                 "tokens": sum(int(got.accepted[hk].metadata.get("tokens", "0")) for hk in chosen),
                 "reports": len(reports), "ddp_bytes": ddp,

