@@ -18,6 +18,7 @@ from loguru import logger
 
 from ..compression import ErrorFeedback, Payload, build_compressor, payload_nbytes
 from ..data import assign_samples, sample_receipt
+from ..monitor.progress import progress
 from ..storage.keys import ObjectKind
 from ..training import build_inner_optimizer, pseudo_gradient, train_inner
 from ..wire import publish_envelope
@@ -75,9 +76,9 @@ class Miner(BaseNeuron):
         ids = assign_samples(p.seed, window, self.rt.hotkey, samples_per_window(self.rt),
                              self.data.split_samples("train"))  # fmt: skip
         start = self.replica.snapshot()
-        result = train_inner(
-            self.replica.model, self.data.batches(ids, p.inner.micro_batch), p.inner, self.optimizer
-        )
+        batches = progress(self.data.batches(ids, p.inner.micro_batch), desc=f"window {window}",
+                           total=p.inner.steps * p.inner.accumulation, unit="batch")  # fmt: skip
+        result = train_inner(self.replica.model, batches, p.inner, self.optimizer)
         delta = pseudo_gradient(start, self.replica.model)
         payload, _ = self.ef.compress(self.compressor, delta)
         self.replica.reset()  # the next window starts from the global model, not ours

@@ -86,3 +86,24 @@ def test_wrong_password_is_a_clear_error(locked_wallet, simnet, tmp_path):
             "--subtensor.network", simnet.network]  # fmt: skip
     proc = run("register.py", *args, env={"BT_WALLET_PASSWORD": "wrong"})
     assert_one_line_error(proc, "cannot unlock the coldkey")
+
+
+def test_unregistered_miner_exits_with_one_line(simnet, subnet3, tmp_path):
+    from subnet.localnet.wallets import dev_wallet
+
+    dev_wallet(tmp_path, "stranger")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "neurons" / "miner.py"), "--subtensor.network", simnet.network,
+         "--wallet.name", "stranger", "--wallet.path", str(tmp_path), "--storage.bucket", "nobody",
+         "--protocol.holder_hotkey", "5EZuTYXEpRNmjwGJm3TpnGe4Rm9Xt8P8xxe1B4e6mfq8kJgR"],
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, cwd=ROOT,
+    )  # fmt: skip
+    assert_one_line_error(proc, "is not registered on netuid 3", "register")
+
+
+def test_neuron_without_a_bucket_says_how_to_configure_one(simnet, subnet3):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "neurons" / "validator.py"), "--subtensor.network", simnet.network],
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, cwd=ROOT,
+    )  # fmt: skip
+    assert_one_line_error(proc, "--storage.bucket")
