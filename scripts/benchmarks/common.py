@@ -31,6 +31,8 @@ def environment(device: str) -> dict[str, object]:
         "threads": torch.get_num_threads(),
         "cpu": platform.processor() or platform.machine(),
         "cpu_count": os.cpu_count(),
+        # Other work on the machine slows every timing; the load says how much there was.
+        "load_avg_1m": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
     }
     if device.startswith("cuda"):
         env["gpu"] = torch.cuda.get_device_name(device)

@@ -36,16 +36,26 @@ from subnet.training import (
     train_inner,
 )
 
+SPARSELOCO_LR = 2.0  # outer lr; see the sweep in docs/benchmarks.md
 MEAN = AggregationConfig(rule="mean", clip_to_median_norm=False)
 NESTEROV = OuterConfig(name="nesterov", lr=0.7, momentum=0.9)
 
-# name -> (compressor, outer optimizer, aggregation); DDP is handled apart.
+# name -> (compressor, outer optimizer, aggregation); DDP is handled apart. "diloco" is the
+# paper's outer step; "diloco-fedavg" (outer SGD, lr 1) was the better dense baseline at small H
+# in our sweep (docs/benchmarks.md), so the targets are checked against the better of the two, and
+# int8 uses that outer step too, so that its row shows only the cost of quantization.
 METHODS: dict[str, tuple[CompressionConfig, OuterConfig, AggregationConfig]] = {
     "diloco": (CompressionConfig(name="dense-fp32"), NESTEROV, MEAN),
-    "diloco-int8": (CompressionConfig(name="int8"), NESTEROV, MEAN),
+    "diloco-fedavg": (CompressionConfig(name="dense-fp32"), OuterConfig(name="fedavg"), MEAN),
+    "diloco-int8": (CompressionConfig(name="int8"), OuterConfig(name="fedavg"), MEAN),
     # SparseLoCo replaces outer momentum by the senders' error feedback: plain outer SGD.
-    "sparseloco": (CompressionConfig(name="sparseloco"), OuterConfig(name="sgd", lr=1.0), MEAN),
+    "sparseloco": (
+        CompressionConfig(name="sparseloco"),
+        OuterConfig(name="sgd", lr=SPARSELOCO_LR),
+        MEAN,
+    ),
 }
+DENSE_DILOCO = ("diloco", "diloco-fedavg")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,13 +65,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--preset", default="small")
     parser.add_argument("--workers", type=int, default=4, help="R simulated workers")
-    parser.add_argument("--inner-steps", type=int, default=10, help="H")
-    parser.add_argument("--rounds", type=int, default=24)
+    parser.add_argument("--inner-steps", type=int, default=5, help="H")
+    parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--seq-len", type=int, default=64)
     parser.add_argument("--micro-batch", type=int, default=8, help="sequences per worker step")
     parser.add_argument("--lr", type=float, default=2e-3, help="inner AdamW learning rate")
     parser.add_argument("--eval-batches", type=int, default=64)
-    parser.add_argument("--methods", default="ddp,diloco,diloco-int8,sparseloco")
+    parser.add_argument(
+        "--methods", default="ddp," + ",".join(METHODS), help="comma-separated subset to run"
+    )
 
 
 def _streams(
@@ -119,11 +131,16 @@ def _local_sgd(
             payload, update = ef.compress(compressor, pseudo_gradient(start, worker))
             sent += payload_nbytes(payload)
             decoded.append(update)
-        outer.step(
-            params,
-            aggregate(decoded, None, AggregationConfig(rule="mean", clip_to_median_norm=False)),
-        )
+        outer.step(params, aggregate(decoded, None, agg_cfg))
     return sent
+
+
+def _describe(method: str) -> str:
+    if method == "ddp":
+        return "AdamW, gradients averaged over the R workers every step"
+    comp, outer, agg = METHODS[method]
+    momentum = f" momentum {outer.momentum}" if outer.name == "nesterov" else ""
+    return f"{comp.name}, outer {outer.name} lr {outer.lr}{momentum}, {agg.rule}"
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -145,6 +162,7 @@ def run(args: argparse.Namespace) -> dict:
         )
         loss = evaluate_loss(model, heldout)
         results[method] = {
+            "config": _describe(method),
             "heldout_loss": round(loss, 4),
             "bytes": sent,
             "seconds": round(time.perf_counter() - started, 1),
@@ -167,21 +185,23 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def _verdict(results: dict[str, dict]) -> dict:
-    """Ratios and target checks, for whichever methods ran."""
+    """Ratios and target checks against DDP and the better dense DiLoCo, for whichever ran."""
     out: dict = {}
-    sparse, ddp, dense = results.get("sparseloco"), results.get("ddp"), results.get("diloco")
+    sparse, ddp = results.get("sparseloco"), results.get("ddp")
+    dense_runs = [results[m] for m in DENSE_DILOCO if m in results]
+    dense = min(dense_runs, key=lambda r: r["heldout_loss"]) if dense_runs else None
     if sparse and ddp:
         out["ddp_bytes_over_sparseloco"] = round(ddp["bytes"] / sparse["bytes"], 1)
         out["sparseloco_loss_over_ddp"] = round(sparse["heldout_loss"] / ddp["heldout_loss"], 4)
     if sparse and dense:
         out["diloco_bytes_over_sparseloco"] = round(dense["bytes"] / sparse["bytes"], 1)
-        out["sparseloco_loss_over_diloco"] = round(
+        out["sparseloco_loss_over_best_diloco"] = round(
             sparse["heldout_loss"] / dense["heldout_loss"], 4
         )
     if sparse and ddp and dense:
         out["targets_met"] = {
             "loss_vs_ddp_le_1.03": out["sparseloco_loss_over_ddp"] <= 1.03,
-            "loss_vs_diloco_le_1.01": out["sparseloco_loss_over_diloco"] <= 1.01,
+            "loss_vs_best_diloco_le_1.01": out["sparseloco_loss_over_best_diloco"] <= 1.01,
             "bytes_vs_diloco_ge_100x": out["diloco_bytes_over_sparseloco"] >= 100,
         }
     return out
