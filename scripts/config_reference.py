@@ -38,8 +38,9 @@ network = "sim://127.0.0.1:9945"
 Secrets are never settings. Wallet passwords come from `BT_WALLET_PASSWORD` or the file named by
 `BT_WALLET_PASSWORD_FILE`; storage keys from the variables or files in `docs/storage.md`.
 
-`protocol.*` settings must be the same on every participant of a network: neurons compare the
-hash of the protocol config (`ProtocolConfig.config_hash()`).
+`protocol.*` settings must be the same on every participant of a network: every upload and score
+report carries the hash of the sender's protocol config (`ProtocolConfig.config_hash()`), and a
+peer under other settings is rejected with `wrong_config`.
 
 | flag | environment | default | meaning |
 |---|---|---|---|

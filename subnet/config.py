@@ -72,7 +72,9 @@ class ProtocolConfig(_Strict):
     max_upload_mb: float = Field(64.0, gt=0, description="largest object a peer downloads (MB)")
     window: WindowConfig = WindowConfig()
     inner: InnerConfig = InnerConfig()
-    outer: OuterConfig = OuterConfig()
+    # SparseLoCo's outer step is plain SGD: the senders' error feedback already plays the role
+    # of DiLoCo's outer momentum, and Nesterov on top of it overshoots (docs/benchmarks.md).
+    outer: OuterConfig = OuterConfig(name="sgd", lr=2.0)
     aggregation: AggregationConfig = AggregationConfig()
     compression: CompressionConfig = CompressionConfig()
     scoring: ScoringConfig = ScoringConfig()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 
 import torch
+from loguru import logger
 
 from ..cli import parse_config, run_guarded
 from ..logs import setup_logging
@@ -27,8 +28,8 @@ def run_role(role: type[BaseNeuron], description: str, argv: list[str] | None = 
             signal.signal(sig, lambda *_: neuron.stop())
         try:
             neuron.run(max_windows=cfg.node.neuron.max_windows or None)
-        except KeyboardInterrupt:
-            pass  # a stop request while waiting for a block
+        except KeyboardInterrupt:  # a stop request while waiting for a block
+            logger.info("{} stopped between windows", role.role)
         finally:
             neuron.save()
             neuron.rt.metrics.close()

@@ -20,6 +20,7 @@ import torch
 from loguru import logger
 
 from ..compression import build_compressor
+from ..config import ConfigError
 from ..data import MANIFEST_KEY, TokenDataset
 from ..model import build_model, evaluate_loss
 from ..scoring import merge_weights
@@ -44,7 +45,7 @@ def publish_dataset(rt: Runtime) -> None:
         pass
     folder = Path(rt.cfg.node.data.dir).expanduser() / rt.cfg.protocol.dataset
     if not (folder / MANIFEST_KEY).exists():
-        raise FileNotFoundError(
+        raise ConfigError(
             f"dataset {rt.cfg.protocol.dataset} not found in {folder}; build it with "
             f"`python scripts/prepare_data.py --out {folder}` or set --data.dir"
         )
@@ -64,6 +65,11 @@ class ModelHolder(BaseNeuron):
     def __init__(self, rt: Runtime) -> None:
         super().__init__(rt)
         p = rt.cfg.protocol
+        if rt.hotkey != p.holder_hotkey:
+            raise ConfigError(
+                f"this wallet's hotkey {rt.hotkey} is not --protocol.holder_hotkey "
+                f"{p.holder_hotkey}; peers would not follow its versions"
+            )
         publish_dataset(rt)
         self.data: TokenDataset = rt.dataset()
         self.model = build_model(p.model, vocab_size=self.data.vocab_size, seed=p.seed)
@@ -139,6 +145,8 @@ class ModelHolder(BaseNeuron):
             expected = Expected(self.rt.cfg.protocol.run, window, ObjectKind.SCORES, hotkey)
             try:
                 envelope = fetch_envelope(reader, expected, None, max_bytes=self.rt.max_bytes)
+                if envelope.metadata.get("config_hash") != self.rt.cfg.protocol.config_hash():
+                    raise ValueError("report made under other protocol settings")
                 scores = json.loads(envelope.metadata["scores"])
                 out[hotkey] = {str(k): float(v) for k, v in scores.items()}
             except (StorageError, Rejected, KeyError, ValueError) as error:

@@ -25,7 +25,7 @@ from ..wire import publish_envelope
 from .base import BaseNeuron
 from .replica import Replica
 from .runtime import Runtime
-from .state import prefixed, unprefixed
+from .state import load_optimizer_state, optimizer_state, prefixed, unprefixed
 
 
 @dataclass
@@ -92,7 +92,8 @@ class Miner(BaseNeuron):
             version=self.replica.version, sync_seconds=round(self.sync_seconds, 3),
         )  # fmt: skip
         return Upload(payload, {"receipt": sample_receipt(ids), "samples": str(len(ids)),
-                                "tokens": str(result.tokens), "loss": f"{result.mean_loss:.6f}"})  # fmt: skip
+                                "tokens": str(result.tokens), "loss": f"{result.mean_loss:.6f}",
+                                "config_hash": p.config_hash()})  # fmt: skip
 
     def publish(self, window: int, result: Upload) -> None:
         key, written = publish_envelope(
@@ -103,13 +104,17 @@ class Miner(BaseNeuron):
         logger.info("uploaded {} ({})", key, "new" if written else "already there")
 
     def state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        groups, moments = optimizer_state(self.optimizer)
         tensors = {
             **prefixed(self.replica.state or {}, "model"),
             **prefixed(self.ef.state_dict(), "ef"),
+            **prefixed(moments, "adamw"),
         }
-        opt = self.optimizer.state_dict()
-        return {"version": self.replica.version, "optimizer_steps": len(opt["state"])}, tensors
+        return {"version": self.replica.version, "adamw_groups": groups}, tensors
 
     def restore(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
         self.replica.restore(meta.get("version"), unprefixed(tensors, "model"))
         self.ef.load_state_dict(unprefixed(tensors, "ef"))
+        load_optimizer_state(
+            self.optimizer, meta.get("adamw_groups", []), unprefixed(tensors, "adamw")
+        )

@@ -9,7 +9,7 @@ from loguru import logger
 
 from ..model import build_model
 from ..training import load_parameters, snapshot
-from ..versions import ModelManifest, ModelSync
+from ..versions import ModelManifest, ModelSync, SyncError
 from .runtime import Runtime
 
 
@@ -26,7 +26,7 @@ class Replica:
         self.manifest: ModelManifest | None = None
         # One syncer for the neuron's life: it remembers the newest manifest it verified, so a
         # replayed older (validly signed) pointer is refused as a rollback.
-        self.syncer = ModelSync(rt.readers, p.holder_hotkey, p.run, max_bytes=rt.max_bytes)
+        self.syncer = self._new_syncer()
 
     def sync(self, *, until_window: int | None = None, deadline_block: int | None = None) -> None:
         """Move to the latest version, waiting (until ``deadline_block``) for the merge of
@@ -44,10 +44,24 @@ class Replica:
             time.sleep(0.2)
             latest = syncer.latest()
         if latest.version != self.version or self.state is None:
-            self.state, self.manifest = syncer.sync(self.state, self.version)
+            try:
+                self.state, self.manifest = syncer.sync(self.state, self.version)
+            except SyncError as error:
+                if error.reason != "rollback" or self.version is None:
+                    raise
+                # The holder is behind what we hold: it started over (a new run on an empty
+                # bucket). Its versions are still signed and hash-checked; follow them.
+                logger.warning("model holder went back to version {} ({}); following it",
+                               latest.version, error.detail)  # fmt: skip
+                self.syncer = syncer = self._new_syncer()
+                self.state, self.manifest = syncer.sync(None, None)
             self.version = self.manifest.version
             logger.info("synced to model version {} ({})", self.version, self.manifest.digest[:12])
         self.reset()
+
+    def _new_syncer(self) -> ModelSync:
+        p = self.rt.cfg.protocol
+        return ModelSync(self.rt.readers, p.holder_hotkey, p.run, max_bytes=self.rt.max_bytes)
 
     def reset(self) -> None:
         """Put the synced global parameters back into the model (after local training)."""

@@ -55,3 +55,27 @@ def unprefixed(tensors: dict[str, torch.Tensor], prefix: str) -> dict[str, torch
     """The tensors saved under ``prefix`` by :func:`prefixed`, with the prefix removed."""
     head = prefix + "/"
     return {k[len(head) :]: v for k, v in tensors.items() if k.startswith(head)}
+
+
+def optimizer_state(optimizer: torch.optim.Optimizer) -> tuple[list[dict], dict[str, torch.Tensor]]:
+    """A torch optimizer's state as JSON (param groups) plus tensors (per-parameter moments)."""
+    full = optimizer.state_dict()
+    tensors = {
+        f"{index}/{name}": value if torch.is_tensor(value) else torch.tensor(value)
+        for index, entries in full["state"].items()
+        for name, value in entries.items()
+    }
+    return full["param_groups"], tensors
+
+
+def load_optimizer_state(
+    optimizer: torch.optim.Optimizer, groups: list[dict], tensors: dict[str, torch.Tensor]
+) -> None:
+    """Restore what :func:`optimizer_state` returned (nothing saved: keep a fresh optimizer)."""
+    if not groups:
+        return
+    state: dict[int, dict[str, torch.Tensor]] = {}
+    for key, value in tensors.items():
+        index, name = key.split("/", 1)
+        state.setdefault(int(index), {})[name] = value
+    optimizer.load_state_dict({"state": state, "param_groups": groups})

@@ -75,6 +75,10 @@ def collect_uploads(
                 out.rejected[hotkey] = str(error.reason.value)
             logger.info("upload of {} rejected: {}", hotkey[:8], error)
             continue
+        if envelope.metadata.get("config_hash") != rt.cfg.protocol.config_hash():
+            out.rejected[hotkey] = "wrong_config"  # trained under other protocol settings
+            logger.info("upload of {} rejected: protocol config hash differs", hotkey[:8])
+            continue
         reason = compressor.validate(envelope.tensors, shapes)
         if reason is not None:
             out.rejected[hotkey] = reason

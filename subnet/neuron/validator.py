@@ -149,7 +149,8 @@ class Validator(BaseNeuron):
         publish_envelope(
             self.rt.store, signer=self.rt.wallet.hotkey, run=self.rt.cfg.protocol.run,
             kind=ObjectKind.SCORES, window=window, tensors={"scores": tensor},
-            base_version=self.replica.version, metadata={"scores": json.dumps(scores)},
+            base_version=self.replica.version,
+            metadata={"scores": json.dumps(scores), "config_hash": self.rt.cfg.protocol.config_hash()},
         )  # fmt: skip
         self.maybe_set_weights()
 
