@@ -10,7 +10,7 @@ TORCH_SPEC  ?= torch==2.13.0
 TORCH_INDEX ?=
 PYTEST_ARGS ?=
 
-.PHONY: install demo test lint clean
+.PHONY: install demo test lint clean browser
 
 install: $(VENV)/.installed
 
@@ -33,6 +33,10 @@ test: install
 lint: install
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+
+# Optional: headless Chromium for the run page's screenshot test (Debian/Ubuntu, as root).
+browser:
+	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
