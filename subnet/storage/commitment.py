@@ -15,10 +15,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from subnet.chain.commitments import MAX_BYTES as MAX_COMMITMENT_BYTES
+
 COMMITMENT_VERSION = "b1"
-MAX_FIELDS = 3
-MAX_FIELD_BYTES = 128
-MAX_COMMITMENT_BYTES = MAX_FIELDS * MAX_FIELD_BYTES
 
 _R2_HOST = ".r2.cloudflarestorage.com"
 _URL = re.compile(r"^https?://(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(:\d{1,5})?(/[A-Za-z0-9._~/-]*)?$")
@@ -96,18 +95,6 @@ def decode_commitment(text: str) -> ReadSettings:
         access_key_id=key_id or None,
         secret_access_key=secret or None,
     )
-
-
-def commitment_fields(text: str) -> list[str]:
-    """Split a commitment into at most 3 chunks of at most 128 bytes, one per pallet `Raw` field.
-
-    The SDK concatenates `Raw` fields when reading, so `"".join(fields) == text`.
-    """
-    data = text.encode("ascii")
-    if len(data) > MAX_COMMITMENT_BYTES:
-        raise CommitmentError(f"commitment longer than {MAX_COMMITMENT_BYTES} bytes")
-    step = MAX_FIELD_BYTES
-    return [data[i : i + step].decode("ascii") for i in range(0, len(data), step)] or [""]
 
 
 def _encode_endpoint(url: str | None) -> str:
