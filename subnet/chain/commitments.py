@@ -7,9 +7,17 @@ up to 384 UTF-8 bytes is split into that many ``RawN`` fields and read back by c
 
 from __future__ import annotations
 
-MAX_FIELDS = 3
-MAX_FIELD_BYTES = 128
-MAX_BYTES = MAX_FIELDS * MAX_FIELD_BYTES
+from ..storage.commitment import MAX_COMMITMENT_BYTES as MAX_BYTES
+from ..storage.commitment import MAX_FIELD_BYTES, MAX_FIELDS
+
+__all__ = [
+    "MAX_BYTES",
+    "MAX_FIELDS",
+    "MAX_FIELD_BYTES",
+    "CommitmentTooLarge",
+    "from_fields",
+    "to_fields",
+]
 
 
 class CommitmentTooLarge(ValueError):

@@ -15,9 +15,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from subnet.chain.commitments import MAX_BYTES as MAX_COMMITMENT_BYTES
-
 COMMITMENT_VERSION = "b1"
+# The Commitments pallet's limits: at most 3 Raw fields of at most 128 bytes per hotkey.
+MAX_FIELDS = 3
+MAX_FIELD_BYTES = 128
+MAX_COMMITMENT_BYTES = MAX_FIELDS * MAX_FIELD_BYTES
 
 _R2_HOST = ".r2.cloudflarestorage.com"
 _URL = re.compile(r"^https?://(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(:\d{1,5})?(/[A-Za-z0-9._~/-]*)?$")
