@@ -85,33 +85,11 @@ class Validator(BaseNeuron):
         shapes = {k: tuple(v.shape) for k, v in self.replica.state.items()}
         got = collect_uploads(self.rt, window, self.miners(), base_version=self.replica.version,
                               compressor=self.compressor, shapes=shapes)  # fmt: skip
-        # Absent at the deadline but there by now (after the evaluations below): late.
-        evaluations, rejected = [], dict(got.rejected)
-        random_ids = random_sample_ids(p.eval_samples, self.data.split_samples("train"))
-        before_random = self._loss(random_ids)
-        for hotkey, upload in got.accepted.items():
-            ids = assign_samples(p.seed, window, hotkey, samples_per_window(self.rt),
-                                 self.data.split_samples("train"))  # fmt: skip
-            if upload.metadata.get("receipt") != sample_receipt(ids):
-                rejected[hotkey] = "bad_receipt"
-                continue
-            evaluations.append(
-                self._evaluate(upload, ids[: p.eval_samples], random_ids, before_random)
-            )
-        uploads = [
-            Upload(hk, (self.first_seen.get((window, hk), 10**12), hk), support(u.delta))
-            for hk, u in got.accepted.items()
-            if self.compressor.info.name == "sparseloco"
-        ]
-        copies = detect_copies(uploads, p.scoring)
-        run = p.run
-        late = {
-            hk for hk in got.missing
-            if (reader := self.rt.readers.get(hk)) is not None
-            and _exists(reader, object_key(run, ObjectKind.GRADIENT, window, hk))
-        }  # fmt: skip
-        verdicts = score_window(evaluations, got.missing - late, late, got.stale, rejected, copies,
-                                p.scoring)  # fmt: skip
+        evaluations, rejected = self._evaluate_all(window, got.accepted)
+        copies = detect_copies(self._upload_order(window, got.accepted), p.scoring)
+        late = self._late(window, got.missing)
+        verdicts = score_window(evaluations, got.missing - late, late, got.stale,
+                                {**got.rejected, **rejected}, copies, p.scoring)  # fmt: skip
         scores = {hk: v.score for hk, v in verdicts.items()}
         self.moving = update_moving(self.moving, scores, set(self.miners()), p.scoring)
         for hk, v in sorted(verdicts.items()):
@@ -124,6 +102,43 @@ class Validator(BaseNeuron):
         )  # fmt: skip
         self.first_seen = {k: b for k, b in self.first_seen.items() if k[0] > window}
         return scores
+
+    def _evaluate_all(
+        self, window: int, accepted: dict[str, Received]
+    ) -> tuple[list[Evaluation], dict[str, str]]:
+        """Check each upload's sample receipt, then measure it; returns evaluations, rejections."""
+        p = self.rt.cfg.protocol
+        n_train = self.data.split_samples("train")
+        random_ids = random_sample_ids(p.eval_samples, n_train)
+        before_random = self._loss(random_ids)
+        evaluations, rejected = [], {}
+        for hotkey, upload in accepted.items():
+            ids = assign_samples(p.seed, window, hotkey, samples_per_window(self.rt), n_train)
+            if upload.metadata.get("receipt") != sample_receipt(ids):
+                rejected[hotkey] = "bad_receipt"
+                continue
+            assigned = ids[: p.eval_samples]
+            evaluations.append(self._evaluate(upload, assigned, random_ids, before_random))
+        return evaluations, rejected
+
+    def _upload_order(self, window: int, accepted: dict[str, Received]) -> list[Upload]:
+        """Sparse uploads with the block each was first seen (copy detection needs sparsity)."""
+        if self.compressor.info.name != "sparseloco":
+            return []
+        never = 10**12  # not seen before the deadline check: ordered after everyone seen
+        return [
+            Upload(hk, (self.first_seen.get((window, hk), never), hk), support(u.delta))
+            for hk, u in accepted.items()
+        ]
+
+    def _late(self, window: int, missing: set[str]) -> set[str]:
+        """Uploads absent at the deadline that exist now: they arrived late."""
+        run = self.rt.cfg.protocol.run
+        return {
+            hk for hk in missing
+            if (reader := self.rt.readers.get(hk)) is not None
+            and _exists(reader, object_key(run, ObjectKind.GRADIENT, window, hk))
+        }  # fmt: skip
 
     def _loss(self, ids: list[int]) -> float:
         return evaluate_loss(
