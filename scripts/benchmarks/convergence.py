@@ -139,13 +139,18 @@ def _describe(method: str) -> str:
     if method == "ddp":
         return "AdamW, gradients averaged over the R workers every step"
     comp, outer, agg = METHODS[method]
-    momentum = f" momentum {outer.momentum}" if outer.name == "nesterov" else ""
-    return f"{comp.name}, outer {outer.name} lr {outer.lr}{momentum}, {agg.rule}"
+    step = {
+        "nesterov": f"nesterov lr {outer.lr} momentum {outer.momentum}",
+        "sgd": f"sgd lr {outer.lr}",
+        "fedavg": "fedavg (sgd lr 1)",
+    }[outer.name]
+    return f"{comp.name}, outer {step}, {agg.rule}"
 
 
 def run(args: argparse.Namespace) -> dict:
     """Train every method on the same token budget; return the JSON record."""
     setup(args.threads)
+    env = environment(args.device)  # the load before training; the end load is added below
     ds = TokenDataset.from_folder(ensure_dataset(args.data), seq_len=args.seq_len)
     args.vocab = ds.vocab_size
     streams = _streams(ds, args)
@@ -180,7 +185,7 @@ def run(args: argparse.Namespace) -> dict:
         "methods": results,
     }
     record.update(_verdict(results))
-    record["env"] = environment(args.device)
+    record["env"] = {**env, "load_avg_1m_end": environment(args.device)["load_avg_1m"]}
     return record
 
 

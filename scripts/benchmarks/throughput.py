@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seq-len", type=int, default=64)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--steps", type=int, default=5, help="optimizer steps per timed burst")
-    parser.add_argument("--bursts", type=int, default=8, help="timed bursts per loop")
+    parser.add_argument("--bursts", type=int, default=16, help="timed bursts per loop")
     parser.add_argument("--bf16", action="store_true", help="bf16 autocast in both loops")
 
 
