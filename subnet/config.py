@@ -141,7 +141,9 @@ class WandbConfig(_Strict):
 
     mode: Literal["online", "offline", "disabled"] = Field("disabled", description="W&B mode")
     project: str = Field("beam", description="W&B project")
-    dir: str | None = Field(None, description="where offline runs are written; unset: the state folder")
+    dir: str | None = Field(
+        None, description="where offline runs are written; unset: the state folder"
+    )
 
 
 class NodeConfig(_Strict):
