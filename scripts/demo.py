@@ -109,7 +109,7 @@ def main() -> int:
     )
     ok = finished and all(code == 0 for code in codes.values())
     print("all processes stopped" + ("" if ok else f" (exit codes {codes})"))
-    return 0 if finished else 1
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

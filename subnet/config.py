@@ -23,12 +23,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from .compression.config import CompressionConfig
 from .scoring import ScoringConfig
 from .storage.config import StorageConfig
+from .storage.keys import PROTOCOL_VERSION
 from .training.config import AggregationConfig, InnerConfig, OuterConfig
-
-PROTOCOL_VERSION = 1
 
 NETWORK_NAMES = ("finney", "test", "local")
 _SIM = re.compile(r"^sim://[A-Za-z0-9.\-]+:\d{1,5}$")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")  # run and dataset names, as storage keys allow
 
 
 class _Strict(BaseModel):
@@ -78,6 +78,13 @@ class ProtocolConfig(_Strict):
     aggregation: AggregationConfig = AggregationConfig()
     compression: CompressionConfig = CompressionConfig()
     scoring: ScoringConfig = ScoringConfig()
+
+    @field_validator("run", "dataset")
+    @classmethod
+    def _key_safe(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(f"{value!r} must be 1-64 of a-z 0-9 . _ - (it names storage keys)")
+        return value
 
     def config_hash(self) -> str:
         """Stable short hash of every field (canonical JSON, sha256, 16 hex digits)."""

@@ -35,6 +35,7 @@ WINDOW_ERRORS = (
     ChainSetupError,
     ConnectionError,
     TimeoutError,
+    ArithmeticError,  # local training diverged (the miner resets and goes on)
 )
 
 
@@ -99,7 +100,10 @@ class BaseNeuron(ABC):
             window, offset = self.rt.clock.window(block), self.rt.clock.offset(block)
             if window < 0:
                 continue
-            self.on_block(block, window, offset)
+            try:
+                self.on_block(block, window, offset)
+            except Exception as error:  # observations are best effort; the window still runs
+                logger.opt(exception=error).warning("{}: on_block failed", self.role)
             if window <= self.last_window or offset < first:
                 continue
             if offset > last:
@@ -125,6 +129,9 @@ class BaseNeuron(ABC):
             reason = getattr(error, "reason", type(error).__name__)
             logger.error("{}: window {} failed ({}): {}", self.role, window, reason, error)
             self.rt.metrics.log("window_failed", window=window, reason=str(reason))
+        except Exception as error:  # a bug or a peer's data we did not foresee: log it, go on
+            logger.opt(exception=error).error("{}: window {} failed (internal)", self.role, window)
+            self.rt.metrics.log("window_failed", window=window, reason="internal")
         finally:
             self.busy = False
         self.last_window = window

@@ -4,20 +4,21 @@ After the window's report deadline it reads the score reports of the validators 
 (those with a validator permit), weights each miner by the median of their scores (by samples
 trained when nobody scored the window), fetches and verifies the uploads, aggregates them
 robustly (norm clipping to the median norm, then the configured rule), takes the outer step
-(Nesterov, lr 0.7, momentum 0.9 by default) and publishes version v+1: a lossless patch against v,
-a full checkpoint every K versions, and a signed manifest naming the version and its hash.
+(plain SGD at lr 2 by default, as SparseLoCo prescribes; Nesterov for dense updates) and
+publishes version v+1: a lossless patch against v, a full checkpoint every K versions, and a
+signed manifest naming the version and its hash.
 It also publishes the dataset to its bucket, so every peer trains and scores on the same shards.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import torch
 from loguru import logger
+from pydantic import Field, TypeAdapter
 
 from ..compression import build_compressor
 from ..config import ConfigError
@@ -30,9 +31,18 @@ from ..training import aggregate, build_outer_optimizer, load_parameters, snapsh
 from ..versions import VersionPublisher
 from ..wire import Expected, Rejected, fetch_envelope
 from .base import BaseNeuron
+from .miner import assignment, samples_per_window
+from .replica import checkpoint_bytes
 from .runtime import Runtime
 from .state import prefixed, unprefixed
 from .uploads import collect_uploads
+
+_REPORT = TypeAdapter(dict[str, Annotated[float, Field(allow_inf_nan=False)]])
+
+
+def parse_report(text: str) -> dict[str, float]:
+    """A validator's scores (miner hotkey -> finite score); ValueError for anything else."""
+    return _REPORT.validate_json(text)  # pydantic's ValidationError is a ValueError
 
 
 def publish_dataset(rt: Runtime) -> None:
@@ -76,7 +86,8 @@ class ModelHolder(BaseNeuron):
         self.outer = build_outer_optimizer(p.outer)
         self.compressor = build_compressor(p.compression)
         self.publisher = VersionPublisher(rt.store, rt.wallet.hotkey, p.run,
-                                          checkpoint_every=p.checkpoint_every, max_bytes=rt.max_bytes)  # fmt: skip
+                                          checkpoint_every=p.checkpoint_every,
+                                          max_bytes=max(rt.max_bytes, checkpoint_bytes(self.model)))  # fmt: skip
         self.version: int | None = None
 
     def phase(self) -> tuple[int, int]:
@@ -114,8 +125,11 @@ class ModelHolder(BaseNeuron):
         params = snapshot(self.model)
         shapes = {k: tuple(v.shape) for k, v in params.items()}
         got = collect_uploads(self.rt, window, miners, base_version=self.version,
-                              compressor=self.compressor, shapes=shapes)  # fmt: skip
-        units = {hk: int(u.metadata.get("samples", "0") or 0) for hk, u in got.accepted.items()}
+                              compressor=self.compressor, shapes=shapes,
+                              assigned=assignment(self.rt, self.data, window))  # fmt: skip
+        # Units when nobody scored: the work the protocol assigned (receipts checked), never a
+        # number the miner claims.
+        units = {hk: samples_per_window(self.rt) for hk in got.accepted}
         weights = merge_weights(reports, trusted, units)
         chosen = [hk for hk in sorted(got.accepted) if weights.get(hk, 0.0) > 0]
         if not chosen:
@@ -131,7 +145,7 @@ class ModelHolder(BaseNeuron):
         n_params = sum(t.numel() for t in params.values())
         ddp = len(got.accepted) * p.inner.steps * n_params * 4
         return {"merged": True, "weights": {hk: weights[hk] for hk in chosen}, "bytes": sent,
-                "tokens": sum(int(got.accepted[hk].metadata.get("tokens", "0")) for hk in chosen),
+                "tokens": sum(got.accepted[hk].tokens for hk in chosen),
                 "reports": len(reports), "ddp_bytes": ddp,
                 "merge_seconds": round(time.perf_counter() - started, 3)}  # fmt: skip
 
@@ -147,9 +161,8 @@ class ModelHolder(BaseNeuron):
                 envelope = fetch_envelope(reader, expected, None, max_bytes=self.rt.max_bytes)
                 if envelope.metadata.get("config_hash") != self.rt.cfg.protocol.config_hash():
                     raise ValueError("report made under other protocol settings")
-                scores = json.loads(envelope.metadata["scores"])
-                out[hotkey] = {str(k): float(v) for k, v in scores.items()}
-            except (StorageError, Rejected, KeyError, ValueError) as error:
+                out[hotkey] = parse_report(envelope.metadata.get("scores", ""))
+            except (StorageError, Rejected, ValueError) as error:
                 logger.info("no usable report from {} for window {}: {}", hotkey[:8], window, error)
         return out
 

@@ -9,7 +9,9 @@ validators can check both.
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +19,7 @@ import torch
 from loguru import logger
 
 from ..compression import ErrorFeedback, Payload, build_compressor, payload_nbytes
-from ..data import assign_samples, sample_receipt
+from ..data import TokenDataset, assign_samples, sample_receipt
 from ..monitor.progress import progress
 from ..storage.keys import ObjectKind
 from ..training import build_inner_optimizer, pseudo_gradient, train_inner
@@ -26,6 +28,12 @@ from .base import BaseNeuron
 from .replica import Replica
 from .runtime import Runtime
 from .state import load_optimizer_state, optimizer_state, prefixed, unprefixed
+
+
+class NonFinite(ArithmeticError):
+    """Local training diverged (a NaN or infinite loss or update)."""
+
+    reason = "non_finite"
 
 
 @dataclass
@@ -40,6 +48,12 @@ def samples_per_window(rt: Runtime) -> int:
     """How many samples a miner trains on per window (H steps x micro-batch x accumulation)."""
     inner = rt.cfg.protocol.inner
     return inner.steps * inner.micro_batch * inner.accumulation
+
+
+def assignment(rt: Runtime, data: TokenDataset, window: int) -> Callable[[str], list[int]]:
+    """``hotkey -> sample ids`` it must train on in ``window`` (what receipts are checked against)."""
+    seed, n, total = rt.cfg.protocol.seed, samples_per_window(rt), data.split_samples("train")
+    return lambda hotkey: assign_samples(seed, window, hotkey, n, total)
 
 
 class Miner(BaseNeuron):
@@ -73,13 +87,21 @@ class Miner(BaseNeuron):
 
     def step(self, window: int) -> Upload:
         p = self.rt.cfg.protocol
-        ids = assign_samples(p.seed, window, self.rt.hotkey, samples_per_window(self.rt),
-                             self.data.split_samples("train"))  # fmt: skip
+        ids = assignment(self.rt, self.data, window)(self.rt.hotkey)
         start = self.replica.snapshot()
         batches = progress(self.data.batches(ids, p.inner.micro_batch), desc=f"window {window}",
                            total=p.inner.steps * p.inner.accumulation, unit="batch")  # fmt: skip
         result = train_inner(self.replica.model, batches, p.inner, self.optimizer)
         delta = pseudo_gradient(start, self.replica.model)
+        if not math.isfinite(result.mean_loss) or not all(
+            bool(d.isfinite().all()) for d in delta.values()
+        ):
+            # Diverged: uploading would only be rejected, and NaN moments would poison every
+            # later window. Start the local optimizer and error feedback afresh instead.
+            self.replica.reset()
+            self.optimizer = build_inner_optimizer(self.replica.model, p.inner)
+            self.ef = ErrorFeedback(p.compression.ef_decay)
+            raise NonFinite(f"window {window}: loss {result.mean_loss}; optimizer state reset")
         payload, _ = self.ef.compress(self.compressor, delta)
         self.replica.reset()  # the next window starts from the global model, not ours
         logger.info(

@@ -13,6 +13,15 @@ from ..versions import ModelManifest, ModelSync, SyncError
 from .runtime import Runtime
 
 
+def checkpoint_bytes(model: torch.nn.Module) -> int:
+    """A bound on one full checkpoint's object: fp32 parameters twice over, plus the envelope.
+
+    Version objects are read with this bound even when it exceeds the largest upload a peer
+    accepts (``--protocol.max_upload_mb``), or a large model could never sync.
+    """
+    return 2 * 4 * sum(t.numel() for t in model.parameters()) + (1 << 20)
+
+
 class Replica:
     """The global model at a known version, as miners and validators hold it."""
 
@@ -21,6 +30,7 @@ class Replica:
         self.rt = rt
         self.model = build_model(p.model, vocab_size=vocab_size, seed=p.seed)
         self.model.to(rt.cfg.node.neuron.device)
+        self.max_bytes = max(rt.max_bytes, checkpoint_bytes(self.model))
         self.state: dict[str, torch.Tensor] | None = None  # parameters at `version`
         self.version: int | None = None
         self.manifest: ModelManifest | None = None
@@ -33,8 +43,7 @@ class Replica:
         ``until_window`` when the holder has not published it yet."""
         if self.rt.readers.get(self.rt.cfg.protocol.holder_hotkey) is None:
             self.rt.refresh_readers()
-        syncer = self.syncer
-        latest = syncer.latest()
+        latest = self._latest()
         while (
             until_window is not None
             and latest.window < until_window
@@ -42,26 +51,33 @@ class Replica:
             and self.rt.chain.block() < deadline_block
         ):
             time.sleep(0.2)
-            latest = syncer.latest()
+            latest = self._latest()
+        if self.version is not None and latest.version < self.version:
+            logger.warning("model holder is at version {}, behind our {}: it started over; "
+                           "following it", latest.version, self.version)  # fmt: skip
+            self.state, self.version = None, None
         if latest.version != self.version or self.state is None:
-            try:
-                self.state, self.manifest = syncer.sync(self.state, self.version)
-            except SyncError as error:
-                if error.reason != "rollback" or self.version is None:
-                    raise
-                # The holder is behind what we hold: it started over (a new run on an empty
-                # bucket). Its versions are still signed and hash-checked; follow them.
-                logger.warning("model holder went back to version {} ({}); following it",
-                               latest.version, error.detail)  # fmt: skip
-                self.syncer = syncer = self._new_syncer()
-                self.state, self.manifest = syncer.sync(None, None)
+            self.state, self.manifest = self.syncer.sync(self.state, self.version)
             self.version = self.manifest.version
             logger.info("synced to model version {} ({})", self.version, self.manifest.digest[:12])
         self.reset()
 
+    def _latest(self) -> ModelManifest:
+        """The holder's newest manifest, following it when it went back (it started over)."""
+        try:
+            return self.syncer.latest()
+        except SyncError as error:
+            if error.reason != "rollback":
+                raise
+            # Behind what we saw before: the holder started over (a new run on an empty bucket).
+            # Its versions are still signed and hash-checked, so follow them from its checkpoint.
+            logger.warning("model holder went back ({}); following it", error.detail)
+            self.syncer = self._new_syncer()
+            return self.syncer.latest()
+
     def _new_syncer(self) -> ModelSync:
         p = self.rt.cfg.protocol
-        return ModelSync(self.rt.readers, p.holder_hotkey, p.run, max_bytes=self.rt.max_bytes)
+        return ModelSync(self.rt.readers, p.holder_hotkey, p.run, max_bytes=self.max_bytes)
 
     def reset(self) -> None:
         """Put the synced global parameters back into the model (after local training)."""

@@ -2,22 +2,25 @@
 
 Shared by the validator (which scores them) and the model holder (which merges them). Each
 upload is fetched from its sender's own bucket, verified as a signed envelope (size, signature,
-run, window, sender, base version), checked as a payload of the configured compressor against
-the model's shapes, and decoded. Nothing unverified reaches a model.
+run, window, sender, base version), checked against the protocol config hash and the sender's
+sample receipt, checked as a payload of the configured compressor against the model's shapes,
+and decoded. Nothing unverified reaches a model, and one sender's bad object or bad bucket
+costs that sender its window, never the reader its process.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import torch
 from loguru import logger
 
 from ..compression import Compressor
+from ..data import sample_receipt
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind
-from ..wire import Expected, Reason, Rejected, fetch_envelope
+from ..wire import Envelope, Expected, Reason, Rejected, fetch_envelope
 from .runtime import Runtime
 
 
@@ -29,6 +32,7 @@ class Received:
     delta: dict[str, torch.Tensor]
     metadata: dict[str, str]
     nbytes: int
+    tokens: int  # as the sender reports it: informational only, never a weight
 
 
 @dataclass
@@ -41,6 +45,14 @@ class WindowUploads:
     rejected: dict[str, str] = field(default_factory=dict)  # hotkey -> reason code
 
 
+class _Refused(Exception):
+    """One sender's upload is unusable; ``reason`` is its code."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 def collect_uploads(
     rt: Runtime,
     window: int,
@@ -49,45 +61,67 @@ def collect_uploads(
     base_version: int | None,
     compressor: Compressor,
     shapes: Mapping[str, tuple[int, ...]],
+    assigned: Callable[[str], list[int]],
 ) -> WindowUploads:
-    """Fetch, verify and decode each sender's gradient for ``window``."""
+    """Fetch, verify and decode each sender's gradient for ``window``.
+
+    ``assigned(hotkey)`` gives the sample ids the sender had to train on; its receipt must match.
+    """
     out = WindowUploads()
-    run = rt.cfg.protocol.run
     for hotkey in senders:
-        reader = rt.readers.get(hotkey)
-        if reader is None:
-            out.rejected[hotkey] = "no_bucket"
-            continue
-        expected = Expected(run, window, ObjectKind.GRADIENT, hotkey, base_version=base_version)
         try:
-            envelope = fetch_envelope(reader, expected, None, max_bytes=rt.max_bytes)
+            envelope = _fetch(rt, window, hotkey, base_version)
+            out.accepted[hotkey] = _accept(rt, envelope, hotkey, compressor, shapes, assigned)
         except ObjectNotFound:
             out.missing.add(hotkey)
-            continue
         except StorageError as error:
             out.missing.add(hotkey)
             logger.warning("upload of {} unreadable ({}): {}", hotkey[:8], error.reason, error)
-            continue
         except Rejected as error:
             if error.reason == Reason.WRONG_BASE_VERSION:
                 out.stale.add(hotkey)
             else:
                 out.rejected[hotkey] = str(error.reason.value)
             logger.info("upload of {} rejected: {}", hotkey[:8], error)
-            continue
-        if envelope.metadata.get("config_hash") != rt.cfg.protocol.config_hash():
-            out.rejected[hotkey] = "wrong_config"  # trained under other protocol settings
-            logger.info("upload of {} rejected: protocol config hash differs", hotkey[:8])
-            continue
-        reason = compressor.validate(envelope.tensors, shapes)
-        if reason is not None:
-            out.rejected[hotkey] = reason
-            logger.info("upload of {} rejected: {}", hotkey[:8], reason)
-            continue
-        delta = compressor.decode(envelope.tensors, shapes)
-        nbytes = int(envelope.header.payload_bytes)
-        out.accepted[hotkey] = Received(hotkey, delta, dict(envelope.metadata), nbytes)
+        except _Refused as error:
+            out.rejected[hotkey] = error.reason
+            logger.info("upload of {} rejected: {}", hotkey[:8], error.reason)
+        except Exception as error:  # a hostile bucket or object must not take the reader down
+            out.rejected[hotkey] = "unreadable"
+            logger.opt(exception=error).warning("upload of {} could not be read", hotkey[:8])
     return out
+
+
+def _fetch(rt: Runtime, window: int, hotkey: str, base_version: int | None) -> Envelope:
+    reader = rt.readers.get(hotkey)
+    if reader is None:
+        raise _Refused("no_bucket")
+    expected = Expected(rt.cfg.protocol.run, window, ObjectKind.GRADIENT, hotkey,
+                        base_version=base_version)  # fmt: skip
+    return fetch_envelope(reader, expected, None, max_bytes=rt.max_bytes)
+
+
+def _accept(
+    rt: Runtime,
+    envelope: Envelope,
+    hotkey: str,
+    compressor: Compressor,
+    shapes: Mapping[str, tuple[int, ...]],
+    assigned: Callable[[str], list[int]],
+) -> Received:
+    meta = dict(envelope.metadata)
+    if meta.get("config_hash") != rt.cfg.protocol.config_hash():
+        raise _Refused("wrong_config")  # trained under other protocol settings
+    if meta.get("receipt") != sample_receipt(assigned(hotkey)):
+        raise _Refused("bad_receipt")  # not trained on the assigned samples
+    tokens = meta.get("tokens", "0")
+    if not tokens.isdigit() or len(tokens) > 12:
+        raise _Refused("bad_metadata")
+    reason = compressor.validate(envelope.tensors, shapes)
+    if reason is not None:
+        raise _Refused(reason)
+    delta = compressor.decode(envelope.tensors, shapes)
+    return Received(hotkey, delta, meta, int(envelope.header.payload_bytes), int(tokens))
 
 
 def support(delta: Mapping[str, torch.Tensor]) -> frozenset[int]:

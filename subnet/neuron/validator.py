@@ -17,7 +17,7 @@ import torch
 from loguru import logger
 
 from ..compression import build_compressor
-from ..data import assign_samples, random_sample_ids, sample_receipt
+from ..data import random_sample_ids
 from ..model import evaluate_loss
 from ..scoring import (
     Evaluation,
@@ -32,7 +32,7 @@ from ..storage.keys import ObjectKind, object_key
 from ..training import load_parameters
 from ..wire import publish_envelope
 from .base import BaseNeuron
-from .miner import samples_per_window
+from .miner import assignment
 from .replica import Replica
 from .runtime import Runtime
 from .state import prefixed, unprefixed
@@ -84,12 +84,13 @@ class Validator(BaseNeuron):
         p = self.rt.cfg.protocol
         shapes = {k: tuple(v.shape) for k, v in self.replica.state.items()}
         got = collect_uploads(self.rt, window, self.miners(), base_version=self.replica.version,
-                              compressor=self.compressor, shapes=shapes)  # fmt: skip
-        evaluations, rejected = self._evaluate_all(window, got.accepted)
+                              compressor=self.compressor, shapes=shapes,
+                              assigned=assignment(self.rt, self.data, window))  # fmt: skip
+        evaluations = self._evaluate_all(window, got.accepted)
         copies = detect_copies(self._upload_order(window, got.accepted), p.scoring)
         late = self._late(window, got.missing)
-        verdicts = score_window(evaluations, got.missing - late, late, got.stale,
-                                {**got.rejected, **rejected}, copies, p.scoring)  # fmt: skip
+        verdicts = score_window(evaluations, got.missing - late, late, got.stale, got.rejected,
+                                copies, p.scoring)  # fmt: skip
         scores = {hk: v.score for hk, v in verdicts.items()}
         self.moving = update_moving(self.moving, scores, set(self.miners()), p.scoring)
         for hk, v in sorted(verdicts.items()):
@@ -103,23 +104,16 @@ class Validator(BaseNeuron):
         self.first_seen = {k: b for k, b in self.first_seen.items() if k[0] > window}
         return scores
 
-    def _evaluate_all(
-        self, window: int, accepted: dict[str, Received]
-    ) -> tuple[list[Evaluation], dict[str, str]]:
-        """Check each upload's sample receipt, then measure it; returns evaluations, rejections."""
+    def _evaluate_all(self, window: int, accepted: dict[str, Received]) -> list[Evaluation]:
+        """Measure each upload on a slice of its assigned samples and on random samples."""
         p = self.rt.cfg.protocol
-        n_train = self.data.split_samples("train")
-        random_ids = random_sample_ids(p.eval_samples, n_train)
+        assigned = assignment(self.rt, self.data, window)
+        random_ids = random_sample_ids(p.eval_samples, self.data.split_samples("train"))
         before_random = self._loss(random_ids)
-        evaluations, rejected = [], {}
-        for hotkey, upload in accepted.items():
-            ids = assign_samples(p.seed, window, hotkey, samples_per_window(self.rt), n_train)
-            if upload.metadata.get("receipt") != sample_receipt(ids):
-                rejected[hotkey] = "bad_receipt"
-                continue
-            assigned = ids[: p.eval_samples]
-            evaluations.append(self._evaluate(upload, assigned, random_ids, before_random))
-        return evaluations, rejected
+        return [
+            self._evaluate(upload, assigned(hk)[: p.eval_samples], random_ids, before_random)
+            for hk, upload in accepted.items()
+        ]
 
     def _upload_order(self, window: int, accepted: dict[str, Received]) -> list[Upload]:
         """Sparse uploads with the block each was first seen (copy detection needs sparsity)."""
@@ -148,7 +142,8 @@ class Validator(BaseNeuron):
     @torch.no_grad()
     def _evaluate(self, upload: Received, assigned: list[int], random_ids: list[int],
                   before_random: float) -> Evaluation:  # fmt: skip
-        """Losses before and after applying this upload alone (``theta - delta``)."""
+        """Losses before and after applying this upload alone, as the miner's own model would
+        (``theta - delta``, i.e. outer learning rate 1)."""
         before_assigned = self._loss(assigned)
         state = self.replica.state
         load_parameters(self.replica.model, {k: state[k] - upload.delta[k] for k in state})

@@ -29,7 +29,7 @@ class Evaluation:
 
     ``*_assigned`` are measured on the samples the miner was assigned this window, ``*_random`` on
     samples drawn by the validator; ``before`` is the held model, ``after`` the held model with
-    this miner's update alone applied at the outer learning rate.
+    this miner's update alone applied in full (``theta - delta``, outer learning rate 1).
     """
 
     hotkey: str

@@ -1,0 +1,111 @@
+"""A window's uploads: honest ones decode; each bad one costs its sender the window, not the reader.
+
+Uses the in-memory store (pure logic); the real S3 path is covered by the integration test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import pytest
+from bittensor.sp_core import Keypair
+
+from subnet.compression import CompressionConfig, build_compressor
+from subnet.config import BeamConfig, ProtocolConfig
+from subnet.data import sample_receipt
+from subnet.model import build_model
+from subnet.neuron.uploads import collect_uploads
+from subnet.storage.keys import ObjectKind
+from subnet.storage.memory import MemoryStore
+from subnet.training import snapshot
+from subnet.wire import publish_envelope
+
+WINDOW, VERSION = 7, 3
+
+
+def assigned(hotkey: str) -> list[int]:
+    return [len(hotkey), 1, 2, 3]  # any deterministic function of the hotkey will do
+
+
+class Exploding:
+    """A hostile bucket whose reads fail in a way no storage code expects."""
+
+    def get(self, key, max_bytes):
+        raise KeyError("ContentLength")
+
+
+@dataclass
+class Readers:
+    stores: dict = field(default_factory=dict)
+
+    def get(self, hotkey):
+        return self.stores.get(hotkey)
+
+
+@pytest.fixture
+def world():
+    protocol = ProtocolConfig(holder_hotkey="x")
+    rt = SimpleNamespace(cfg=BeamConfig(protocol=protocol), readers=Readers(), max_bytes=1 << 24)
+    params = snapshot(build_model("tiny", seed=0))
+    shapes = {k: tuple(v.shape) for k, v in params.items()}
+    compressor = build_compressor(CompressionConfig())
+    return rt, shapes, compressor, params
+
+
+def upload(rt, name, compressor, params, **meta_overrides):
+    signer = Keypair.create_from_uri(f"//{name}")
+    store = MemoryStore(name)
+    payload = compressor.encode({k: v * 0.01 for k, v in params.items()})
+    metadata = {"receipt": sample_receipt(assigned(signer.ss58_address)), "tokens": "1024",
+                "config_hash": rt.cfg.protocol.config_hash(), **meta_overrides}  # fmt: skip
+    publish_envelope(store, signer=signer, run=rt.cfg.protocol.run, kind=ObjectKind.GRADIENT,
+                     window=WINDOW, tensors=payload, base_version=VERSION, metadata=metadata)  # fmt: skip
+    rt.readers.stores[signer.ss58_address] = store
+    return signer.ss58_address
+
+
+def test_each_bad_upload_is_refused_with_its_reason(world):
+    rt, shapes, compressor, params = world
+    honest = upload(rt, "honest", compressor, params)
+    receipt = upload(rt, "lazy", compressor, params, receipt="0" * 64)
+    config = upload(rt, "other", compressor, params, config_hash="0" * 16)
+    tokens = upload(rt, "liar", compressor, params, tokens="1e99")
+    hostile = Keypair.create_from_uri("//hostile").ss58_address
+    rt.readers.stores[hostile] = Exploding()
+    absent = Keypair.create_from_uri("//absent").ss58_address
+    rt.readers.stores[absent] = MemoryStore("empty")
+    nobucket = Keypair.create_from_uri("//nobucket").ss58_address
+    senders = [honest, receipt, config, tokens, hostile, absent, nobucket]
+
+    got = collect_uploads(rt, WINDOW, senders, base_version=VERSION, compressor=compressor,
+                          shapes=shapes, assigned=assigned)  # fmt: skip
+
+    assert set(got.accepted) == {honest}
+    assert got.accepted[honest].tokens == 1024
+    assert set(got.accepted[honest].delta) == set(shapes)
+    assert got.rejected == {receipt: "bad_receipt", config: "wrong_config", tokens: "bad_metadata",
+                            hostile: "unreadable", nobucket: "no_bucket"}  # fmt: skip
+    assert got.missing == {absent}
+
+
+def test_an_upload_on_another_base_version_is_stale(world):
+    rt, shapes, compressor, params = world
+    miner = upload(rt, "behind", compressor, params)
+    got = collect_uploads(rt, WINDOW, [miner], base_version=VERSION + 1, compressor=compressor,
+                          shapes=shapes, assigned=assigned)  # fmt: skip
+    assert got.stale == {miner} and not got.accepted
+
+
+@pytest.mark.parametrize("text", ["[1]", '{"a": [1]}', '{"a": "x"}', '{"a": NaN}', "", "{"])
+def test_a_malformed_score_report_is_a_value_error(text):
+    from subnet.neuron.holder import parse_report
+
+    with pytest.raises(ValueError):
+        parse_report(text)
+
+
+def test_a_score_report_parses():
+    from subnet.neuron.holder import parse_report
+
+    assert parse_report('{"a": 0.5, "b": 0}') == {"a": 0.5, "b": 0.0}
