@@ -154,9 +154,18 @@ class ChainClient:
         the neuron can then interrupt a plain sleep instead of an async generator mid-flight.
         """
         poll, last = self.poll_interval(), self.block()
+        failures = 0
         while True:
             time.sleep(poll)
-            head = self.block()
+            try:
+                head = self.block()
+            except (bt.BittensorError, OSError) as error:  # a dropped connection: back off, retry
+                failures += 1
+                wait = min(30.0, poll * 2**failures)
+                logger.warning("chain unreachable ({}); retrying in {:.0f}s", error, wait)
+                time.sleep(wait)
+                continue
+            failures = 0
             yield from range(last + 1, head + 1)
             last = max(last, head)
 
