@@ -9,6 +9,7 @@ recorded as invalid with its reason instead of failing the refresh.
 from __future__ import annotations
 
 import ipaddress
+import socket
 from collections.abc import Callable, Mapping
 from urllib.parse import urlsplit
 
@@ -55,11 +56,26 @@ def check_endpoint(settings: ReadSettings, *, allow_private: bool) -> None:
     if host == "localhost" or host.endswith(".localhost"):
         raise CommitmentError(f"endpoint host {host} is local")
     try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return  # a DNS name; resolution-time checks belong to the network layer
-    if not address.is_global:
-        raise CommitmentError(f"endpoint address {host} is not a public address")
+        addresses = [ipaddress.ip_address(host)]
+    except ValueError:  # a DNS name: every address it resolves to must be public too
+        addresses = _resolve(host)
+    for address in addresses:
+        if not address.is_global:
+            raise CommitmentError(f"endpoint {host} reaches {address}, not a public address")
+
+
+def _resolve(host: str) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    """The addresses ``host`` resolves to now (a name that does not resolve is refused).
+
+    This stops names such as ``169.254.169.254.nip.io`` from aiming validators at cloud
+    metadata services; a name that changes its answer after this check (DNS rebinding) is not
+    covered here.
+    """
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except OSError as error:
+        raise CommitmentError(f"endpoint host {host} does not resolve: {error}") from None
+    return [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
 
 
 class ReaderPool:

@@ -69,3 +69,23 @@ def test_clients_are_reused_until_the_commitment_changes() -> None:
     assert pool.get("hk") is not first and pool.settings("hk").bucket == "bucket-two"
     pool.update({})
     assert pool.get("hk") is None and len(pool) == 0
+
+
+def test_a_name_that_resolves_to_a_private_address_is_refused(monkeypatch) -> None:
+    import socket
+
+    answers = {"meta.example": "169.254.169.254", "public.example": "93.184.216.34"}
+
+    def fake_getaddrinfo(host, *args, **kwargs):
+        if host not in answers:
+            raise socket.gaierror("no such name")
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (answers[host], 0))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", fake_getaddrinfo)
+    pool = build_readers({
+        "evil": _commitment("http://meta.example:80", "bucket"),
+        "gone": _commitment("https://nowhere.example", "bucket"),
+        "good": _commitment("https://public.example", "bucket"),
+    })  # fmt: skip
+    assert "169.254.169.254" in pool.invalid["evil"] and "does not resolve" in pool.invalid["gone"]
+    assert "good" in pool and "good" not in pool.invalid
