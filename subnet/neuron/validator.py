@@ -50,7 +50,8 @@ class Validator(BaseNeuron):
         self.replica = Replica(rt, self.data.vocab_size)
         self.compressor = build_compressor(rt.cfg.protocol.compression)
         self.moving: dict[str, float] = {}
-        self.first_seen: dict[tuple[int, str], int] = {}
+        # (window, hotkey) -> (block first seen, the store's last-modified time): upload order
+        self.first_seen: dict[tuple[int, str], tuple[int, float]] = {}
         self.last_weights_block = 0
         self.graph = rt.refresh_readers()
 
@@ -67,8 +68,9 @@ class Validator(BaseNeuron):
                 continue
             reader = self.rt.readers.get(hotkey)
             key = object_key(self.rt.cfg.protocol.run, ObjectKind.GRADIENT, window, hotkey)
-            if reader is not None and _exists(reader, key):
-                self.first_seen[(window, hotkey)] = block
+            modified = _modified(reader, key) if reader is not None else None
+            if modified is not None:
+                self.first_seen[(window, hotkey)] = (block, modified)
 
     def miners(self) -> list[str]:
         """Hotkeys that may upload: everyone registered except validators and the holder."""
@@ -119,9 +121,11 @@ class Validator(BaseNeuron):
         """Sparse uploads with the block each was first seen (copy detection needs sparsity)."""
         if self.compressor.info.name != "sparseloco":
             return []
-        never = 10**12  # not seen before the deadline check: ordered after everyone seen
+        never = (10**12, float("inf"))  # not seen before the deadline: after everyone seen
+        # Our own observation first (a miner cannot forge it); the store's time breaks ties
+        # between uploads seen at the same block; the hotkey only makes the order total.
         return [
-            Upload(hk, (self.first_seen.get((window, hk), never), hk), support(u.delta))
+            Upload(hk, (*self.first_seen.get((window, hk), never), hk), support(u.delta))
             for hk, u in accepted.items()
         ]
 
@@ -131,7 +135,7 @@ class Validator(BaseNeuron):
         return {
             hk for hk in missing
             if (reader := self.rt.readers.get(hk)) is not None
-            and _exists(reader, object_key(run, ObjectKind.GRADIENT, window, hk))
+            and _modified(reader, object_key(run, ObjectKind.GRADIENT, window, hk)) is not None
         }  # fmt: skip
 
     def _loss(self, ids: list[int]) -> float:
@@ -191,10 +195,9 @@ class Validator(BaseNeuron):
         self.replica.restore(meta.get("version"), unprefixed(tensors, "model"))
 
 
-def _exists(reader, key: str) -> bool:
-    """Whether ``key`` is readable now (absent or unreachable both count as no)."""
+def _modified(reader, key: str) -> float | None:
+    """The store's last-modified time of ``key`` (unix seconds), or None if it is not readable."""
     try:
-        reader.head(key)
+        return reader.head(key).last_modified.timestamp()
     except StorageError:
-        return False
-    return True
+        return None
