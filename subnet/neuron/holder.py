@@ -88,7 +88,8 @@ class ModelHolder(BaseNeuron):
         self.publisher = VersionPublisher(rt.store, rt.wallet.hotkey, p.run,
                                           checkpoint_every=p.checkpoint_every,
                                           max_bytes=max(rt.max_bytes, checkpoint_bytes(self.model)))  # fmt: skip
-        self.version: int | None = None
+        self.version: int | None = None  # the last version published
+        self.unpublished: int | None = None  # a window merged into the model, not yet published
 
     def phase(self) -> tuple[int, int]:
         w = self.rt.cfg.protocol.window
@@ -106,7 +107,7 @@ class ModelHolder(BaseNeuron):
         elif self.version is None or published.version > self.version:
             # Local state is missing or older than the bucket (a crash after publishing).
             load_parameters(self.model, self.publisher.latest_state)
-            self.version = published.version
+            self.version, self.unpublished = published.version, None
             self.last_window = max(self.last_window, published.window)
             logger.info("continuing from published model version {}", published.version)
 
@@ -114,6 +115,9 @@ class ModelHolder(BaseNeuron):
         self.graph = self.rt.refresh_readers()
 
     def step(self, window: int) -> dict[str, Any]:
+        # A merge whose publication failed goes out first, byte for byte the same state, so the
+        # version's write-once objects never conflict with a different merge.
+        self._publish_pending({})
         started = time.perf_counter()
         p = self.rt.cfg.protocol
         trusted = {n.hotkey for n in self.graph.neurons if n.validator_permit}
@@ -139,6 +143,7 @@ class ModelHolder(BaseNeuron):
                           [weights[hk] for hk in chosen], p.aggregation)  # fmt: skip
         self.outer.step(params, delta)
         load_parameters(self.model, params)
+        self.unpublished = window
         sent = sum(got.accepted[hk].nbytes for hk in got.accepted)
         # What DDP would have sent for the same work: every step, every worker that sent an
         # upload would have sent an fp32 gradient of the whole model.
@@ -167,14 +172,18 @@ class ModelHolder(BaseNeuron):
         return out
 
     def publish(self, window: int, result: dict[str, Any]) -> None:
-        if not result["merged"]:
+        if result["merged"]:
+            keys = ("weights", "bytes", "tokens", "reports", "ddp_bytes", "merge_seconds")
+            self._publish_pending({k: result[k] for k in keys})
+
+    def _publish_pending(self, fields: dict[str, Any]) -> None:
+        """Publish the merged model as the next version (nothing to do if it is out already)."""
+        if self.unpublished is None:
             return
-        manifest = self.publisher.publish(snapshot(self.model), window)
-        self.version = manifest.version
-        fields = {
-            k: result[k] for k in ("bytes", "tokens", "reports", "ddp_bytes", "merge_seconds")
-        }
-        self._log_version(window, manifest.version, contributors=result["weights"], **fields)
+        manifest = self.publisher.publish(snapshot(self.model), self.unpublished)
+        self.version, window, self.unpublished = manifest.version, self.unpublished, None
+        contributors = fields.pop("weights", {})
+        self._log_version(window, manifest.version, contributors=contributors, **fields)
 
     def _log_version(self, window: int, version: int, **fields: Any) -> None:
         loss = evaluate_loss(self.model, self.data.heldout_batches(8, max_batches=4))
@@ -186,10 +195,11 @@ class ModelHolder(BaseNeuron):
             **prefixed(snapshot(self.model), "model"),
             **prefixed(self.outer.state_dict(), "outer"),
         }
-        return {"version": self.version}, tensors
+        return {"version": self.version, "unpublished": self.unpublished}, tensors
 
     def restore(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
         self.version = meta.get("version")
+        self.unpublished = meta.get("unpublished")
         model = unprefixed(tensors, "model")
         if model:
             load_parameters(self.model, model)
