@@ -27,7 +27,7 @@ from ..scoring import (
     update_moving,
     weights_for_chain,
 )
-from ..storage.base import StorageError
+from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind, object_key
 from ..training import load_parameters
 from ..wire import publish_envelope
@@ -52,6 +52,7 @@ class Validator(BaseNeuron):
         self.moving: dict[str, float] = {}
         # (window, hotkey) -> (block first seen, the store's last-modified time): upload order
         self.first_seen: dict[tuple[int, str], tuple[int, float]] = {}
+        self.unreachable: set[tuple[int, str]] = set()
         self.last_weights_block = 0
         self.graph = rt.refresh_readers()
 
@@ -64,13 +65,21 @@ class Validator(BaseNeuron):
         if offset > self.rt.cfg.protocol.window.upload_deadline:
             return
         for hotkey in self.miners():
-            if (window, hotkey) in self.first_seen:
+            if (window, hotkey) in self.first_seen or (window, hotkey) in self.unreachable:
                 continue
             reader = self.rt.readers.get(hotkey)
             key = object_key(self.rt.cfg.protocol.run, ObjectKind.GRADIENT, window, hotkey)
-            modified = _modified(reader, key) if reader is not None else None
-            if modified is not None:
-                self.first_seen[(window, hotkey)] = (block, modified)
+            try:
+                info = reader.head(key) if reader is not None else None
+            except ObjectNotFound:
+                continue  # not uploaded yet: look again next block
+            except StorageError:
+                # A bucket that fails (or stalls) once is not polled again this window, so one
+                # slow endpoint cannot hold up the loop block after block.
+                self.unreachable.add((window, hotkey))
+                continue
+            if info is not None:
+                self.first_seen[(window, hotkey)] = (block, info.last_modified.timestamp())
 
     def miners(self) -> list[str]:
         """Hotkeys that may upload: everyone registered except validators and the holder."""
@@ -104,6 +113,7 @@ class Validator(BaseNeuron):
             verdicts={hk: [v.reason, v.score] for hk, v in verdicts.items()}, moving=self.moving,
         )  # fmt: skip
         self.first_seen = {k: b for k, b in self.first_seen.items() if k[0] > window}
+        self.unreachable = {k for k in self.unreachable if k[0] > window}
         return scores
 
     def _evaluate_all(self, window: int, accepted: dict[str, Received]) -> list[Evaluation]:
