@@ -20,16 +20,9 @@ from pathlib import Path
 
 from subnet.localnet.run import LocalRun, RunSettings
 from subnet.logs import setup_logging
+from subnet.monitor.report.units import fmt_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "kB", "MB", "GB"):
-        if n < 1000:
-            return f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
 
 
 def main() -> int:
@@ -70,8 +63,8 @@ def main() -> int:
             first_loss = v["heldout_loss"] if first_loss is None else first_loss
             sent, ddp = v.get("bytes"), v.get("ddp_bytes")
             print(f"{v['version']:>5} {v['window']:>6} {len(v.get('contributors', {})):>6} "
-                  f"{v['heldout_loss']:>13.4f} {human_bytes(sent) if sent else '-':>10} "
-                  f"{human_bytes(ddp) if ddp else '-':>15}", flush=True)  # fmt: skip
+                  f"{v['heldout_loss']:>13.4f} {fmt_bytes(sent) if sent else '-':>10} "
+                  f"{fmt_bytes(ddp) if ddp else '-':>15}", flush=True)  # fmt: skip
 
         finished = run.wait(
             show, timeout=60 + 3 * args.rounds * args.window_blocks * args.block_time
@@ -98,7 +91,7 @@ def main() -> int:
         tokens = sum(v["tokens"] for v in versions)
         print(f"\n{len(versions)} rounds: held-out loss {first_loss:.4f} -> "
               f"{versions[-1]['heldout_loss']:.4f}; {tokens:,} tokens trained; sent "
-              f"{human_bytes(sent)} where DDP would send {human_bytes(ddp)} "
+              f"{fmt_bytes(sent)} where DDP would send {fmt_bytes(ddp)} "
               f"({ddp / max(sent, 1):,.0f}x less)")  # fmt: skip
     report = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "report.py"), str(run_dir)],

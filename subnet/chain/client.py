@@ -147,11 +147,13 @@ class ChainClient:
         """A quarter of the chain's block time, between 0.1 and 1 second."""
         return min(1.0, max(0.1, float(self.subtensor.block_time()) / 4))
 
-    def follow_blocks(self) -> Iterator[int]:
+    def follow_blocks(self, *, latest_only: bool = False) -> Iterator[int]:
         """Yield each new block number as the chain produces it, in order.
 
-        Polls the head rather than holding the SDK's subscription open: a signal that stops
-        the neuron can then interrupt a plain sleep instead of an async generator mid-flight.
+        With ``latest_only`` a consumer that fell behind (a long step) gets only the head, not
+        the blocks it missed. Polls the head rather than holding the SDK's subscription open:
+        a signal that stops the neuron can then interrupt a plain sleep instead of an async
+        generator mid-flight.
         """
         poll, last = self.poll_interval(), self.block()
         failures = 0
@@ -166,7 +168,7 @@ class ChainClient:
                 time.sleep(wait)
                 continue
             failures = 0
-            yield from range(last + 1, head + 1)
+            yield from range(head if latest_only else last + 1, head + 1) if head > last else ()
             last = max(last, head)
 
     def wait_for_block(self, target: int, timeout: float | None = None) -> int:

@@ -89,11 +89,10 @@ class BaseNeuron(ABC):
         first, last = self.phase()
         logger.info("{} running; phase offsets {}..{}", self.role, first, last)
         seen = -1
-        for _ in self.rt.chain.follow_blocks():
+        # After a long step, go straight to the head: missed blocks need no handling.
+        for block in self.rt.chain.follow_blocks(latest_only=True):
             if self.stop_event.is_set():
                 break
-            # The subscription replays every block; after a long step, skip straight to the head.
-            block = self.rt.chain.block()
             if block <= seen:
                 continue
             seen = block

@@ -21,6 +21,7 @@ from subnet.chain import ChainClient, build_subtensor
 from subnet.compression import state_digest
 from subnet.localnet import LocalStack, StackSettings
 from subnet.localnet.neurons import NeuronSet, write_protocol
+from subnet.localnet.run import read_records
 
 ROOT = Path(__file__).resolve().parents[2]
 HONEST = ("miner1", "miner2", "miner3")
@@ -31,14 +32,6 @@ PROTOCOL = {
     "window": {"blocks": 20, "upload_deadline": 10, "report_deadline": 14},
     "inner": {"steps": 20, "micro_batch": 8},
 }
-
-
-def records(path: Path, event: str) -> list[dict]:
-    if not path.exists():
-        return []
-    return [
-        r for line in path.read_text().splitlines() if (r := json.loads(line))["event"] == event
-    ]
 
 
 def wait_for(predicate, timeout: float, what: str, ns: NeuronSet) -> None:
@@ -76,7 +69,7 @@ def run(tmp_path_factory):
 
         def merged() -> int:
             path = next(iter(state.glob("holder-*/metrics.jsonl")), holder_metrics)
-            return len([r for r in records(path, "version") if r["version"] > 0])
+            return len([r for r in read_records(path, "version") if r["version"] > 0])
 
         wait_for(lambda: merged() >= MERGES, 300, f"{MERGES} merged versions", ns)
         codes = ns.stop_all_of(["holder"])
@@ -102,7 +95,7 @@ def test_every_neuron_exited_cleanly(run):
 
 
 def test_model_version_advances_each_window_and_loss_goes_down(run):
-    versions = records(metrics(run, "holder"), "version")
+    versions = read_records(metrics(run, "holder"), "version")
     assert [v["version"] for v in versions] == list(range(len(versions)))
     merged = [v for v in versions if v["version"] > 0]
     windows = [v["window"] for v in merged]
@@ -114,16 +107,16 @@ def test_every_honest_upload_accepted_and_noise_weighted_near_zero(run):
     hotkeys = {w.name: w.hotkey for w in run["endpoints"].wallets}
     graph = run["graph"]
     uid = {n.hotkey: n.uid for n in graph.neurons}
-    merged_windows = {v["window"] for v in records(metrics(run, "holder"), "version")}
+    merged_windows = {v["window"] for v in read_records(metrics(run, "holder"), "version")}
     dirs = neuron_dirs(run)
     for validator in ("validator1", "validator2"):
-        rows = records(dirs[validator] / "metrics.jsonl", "scores")
+        rows = read_records(dirs[validator] / "metrics.jsonl", "scores")
         checked = [r for r in rows if r["window"] in merged_windows]
         assert checked, f"{validator} scored none of the merged windows"
         for row in checked:
             for name in HONEST:
                 assert row["verdicts"][hotkeys[name]][0] == "scored", (validator, row["window"])
-        weights = [w for w in records(dirs[validator] / "metrics.jsonl", "weights") if w["ok"]]
+        weights = [w for w in read_records(dirs[validator] / "metrics.jsonl", "weights") if w["ok"]]
         assert weights, f"{validator} never set weights on chain"
         # Noise may lower a loss by chance now and then, by far less than real training does.
         last = weights[-1]["weights"]
@@ -136,7 +129,7 @@ def test_every_honest_upload_accepted_and_noise_weighted_near_zero(run):
 
 
 def test_every_neuron_ends_on_the_same_model_hash(run):
-    final = records(metrics(run, "holder"), "version")[-1]
+    final = read_records(metrics(run, "holder"), "version")[-1]
     digests = {}
     for name, folder in neuron_dirs(run).items():
         meta = json.loads((folder / "state.json").read_text())

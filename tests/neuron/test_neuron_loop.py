@@ -22,7 +22,7 @@ class FakeChain:
     blocks: list[int]
     head: int = 0
 
-    def follow_blocks(self):
+    def follow_blocks(self, latest_only: bool = False):
         for b in self.blocks:
             self.head = b
             yield b
