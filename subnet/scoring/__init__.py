@@ -1,17 +1,43 @@
 """Scoring and weight policy: pure functions from measured losses to scores, weights and merges.
 
-No I/O here: the validator feeds in losses and index sets and reads back verdicts, moving scores
-and chain weights; the model holder feeds in score reports and reads back merge weights.
+No I/O here: the validator feeds in per-sample losses (measured by ``subnet.scoring.assess``, the
+one module that runs the model) and index sets, and reads back verdicts, moving scores and chain
+weights; the model holder feeds in score reports and reads back merge weights.
 """
 
 from subnet.scoring.config import ScoringConfig
-from subnet.scoring.copies import Upload, detect_copies, index_overlap
+from subnet.scoring.copies import (
+    FingerprintLog,
+    Match,
+    Upload,
+    detect_copies,
+    find_matches,
+    index_overlap,
+    judge_matches,
+    overlap_summary,
+)
+from subnet.scoring.evidence import Specificity, specificity, usefulness
 from subnet.scoring.merge import merge_weights
 from subnet.scoring.weights import normalize, update_moving, weights_for_chain
-from subnet.scoring.window import Evaluation, Reason, Verdict, score_window, window_score
+from subnet.scoring.window import (
+    Evaluation,
+    Reason,
+    Verdict,
+    random_reference,
+    score_window,
+    window_score,
+)
 
 __all__ = [
     "Evaluation",
+    "FingerprintLog",
+    "Match",
+    "Specificity",
+    "find_matches",
+    "judge_matches",
+    "overlap_summary",
+    "specificity",
+    "usefulness",
     "Reason",
     "ScoringConfig",
     "Upload",
@@ -23,5 +49,6 @@ __all__ = [
     "score_window",
     "update_moving",
     "weights_for_chain",
+    "random_reference",
     "window_score",
 ]

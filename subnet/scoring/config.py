@@ -24,7 +24,34 @@ class ScoringConfig(BaseModel):
         0.9,
         gt=0.0,
         le=1.0,
-        description="index overlap |A&B|/min(|A|,|B|) at or above which the later upload is a copy",
+        description=(
+            "index overlap |A&B|/min(|A|,|B|) at or above which two uploads (this window's, or "
+            "one of the last history_windows') are checked for a copy; the own-data evidence, "
+            "not upload order, decides which one is the copy"
+        ),
+    )
+    history_windows: int = Field(
+        3,
+        ge=0,
+        le=64,
+        description="past windows whose accepted uploads a validator keeps to catch replays",
+    )
+    proof_z: float = Field(
+        2.0,
+        ge=0.0,
+        description=(
+            "standard errors subtracted from the own-data excess gain before it is paid; a "
+            "copier's chance excess is then worth almost nothing"
+        ),
+    )
+    harm_tolerance: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "an upload whose gain on random samples is below the window median loses credit "
+            "linearly, reaching 0 at (1 - harm_tolerance) x median"
+        ),
     )
     min_improvement: float = Field(
         0.0,
@@ -35,11 +62,11 @@ class ScoringConfig(BaseModel):
         ),
     )
     unproven_credit: float = Field(
-        0.5,
+        0.0,
         ge=0.0,
         le=1.0,
         description=(
-            "credit for the part of the assigned-data gain that random data also shows "
-            "(useful, but not proof the miner trained on its assignment)"
+            "credit for the part of the assigned-data gain that random data also shows, paid "
+            "only to uploads whose own-data excess is proven (generic gain is what copies have)"
         ),
     )

@@ -1,9 +1,12 @@
 """One window's score for one upload, and the verdict for every hotkey the validator looked at.
 
-The validator applies a miner's decoded update alone to its held model (with the outer learning
-rate) and measures the mean loss on the miner's assigned samples and on random samples, before
-and after. ``window_score`` turns those four numbers into a score; ``score_window`` adds the
-outcomes that never reach evaluation (missing, late, stale, rejected, copied), each scoring 0.
+The validator applies a miner's decoded update alone to its held model (with outer learning rate
+1) and measures the loss on a random subset of the miner's assigned samples and on random
+samples, before and after, sample by sample (``subnet.scoring.assess``). ``window_score`` turns
+that into a score: only the **proven** excess gain on the miner's own samples is paid
+(``subnet.scoring.evidence``), scaled down for an update that helps unseen data less than the
+window's typical upload. ``score_window`` adds the outcomes that never reach evaluation
+(missing, late, stale, rejected, copied), each scoring 0.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from subnet.scoring.config import ScoringConfig
+from subnet.scoring.evidence import Specificity, usefulness
 
 Reason = Literal["scored", "missing", "late", "stale", "rejected", "copied"]
 
@@ -30,6 +34,8 @@ class Evaluation:
     ``*_assigned`` are measured on the samples the miner was assigned this window, ``*_random`` on
     samples drawn by the validator; ``before`` is the held model, ``after`` the held model with
     this miner's update alone applied in full (``theta - delta``, outer learning rate 1).
+    ``specific`` is the excess gain on the own samples over the reference update
+    (``evidence.specificity``); without it nothing is proven and the upload scores 0.
     """
 
     hotkey: str
@@ -37,6 +43,7 @@ class Evaluation:
     loss_after_assigned: float
     loss_before_random: float
     loss_after_random: float
+    specific: Specificity | None = None
 
 
 @dataclass(frozen=True)
@@ -73,45 +80,71 @@ def _finite_losses(ev: Evaluation) -> bool:
     return all(math.isfinite(x) for x in losses) and min(losses[0], losses[2]) > 0.0
 
 
-def window_score(ev: Evaluation, cfg: ScoringConfig) -> float:
-    """Score one upload for one window: >= 0, and 0 for anything that does not help.
+def _gains(ev: Evaluation) -> tuple[float, float]:
+    """Relative loss drops ``(a, r)`` on assigned and on random samples."""
+    return (
+        _relative_gain(ev.loss_before_assigned, ev.loss_after_assigned),
+        _relative_gain(ev.loss_before_random, ev.loss_after_random),
+    )
+
+
+def window_score(ev: Evaluation, cfg: ScoringConfig, r_reference: float | None = None) -> float:
+    """Score one upload for one window: >= 0, and 0 for anything not proven to help.
 
     With ``a`` and ``r`` the relative loss drops on assigned and on random samples:
 
-    * ``a <= cfg.min_improvement`` scores 0. An update trained on the assigned data must help
-      there; random noise (or a harmful update) raises that loss and so earns nothing.
-    * Otherwise the gain ``a`` splits into the part random data shares, ``s = min(a, r)``, and the
-      excess ``a - s`` specific to the assigned samples. The excess is proof of work on the
-      assignment and earns full credit; the shared part is useful to the model but would also come
-      from an update trained on any data (or copied from a public checkpoint), so it earns
-      ``cfg.unproven_credit``. An update that helps random data at least as much as assigned data
-      thus scores ``unproven_credit * a``.
-    * If random loss went up (``r < 0``), that damage to the shared model is subtracted: the score
-      is ``a + r``, floored at 0, so overfitting the assigned samples does not pay.
+    * ``a <= cfg.min_improvement`` or ``r < 0`` scores 0: an update trained on the assigned data
+      must help there, and one that makes unseen data worse harms the shared model.
+    * The pay is the proven own-data excess, ``specific.mean - cfg.proof_z * specific.se``
+      floored at 0. Generic improvement (what random data shows too) is not proof of work: a
+      copied, replayed or public update has plenty of it. ``cfg.unproven_credit`` adds that part
+      back, but only to an upload whose excess is proven (default 0).
+    * The result is multiplied by ``evidence.usefulness(r, r_reference, cfg.harm_tolerance)``:
+      an update that helps unseen data much less than the window's median upload (a biased or
+      weakened one) loses its credit.
 
-    The rule is continuous in ``a`` and ``r`` above the threshold, so no small change in a
-    measurement flips a score from full to nothing. Non-finite losses score 0.
+    Continuous in every measurement, so no small change flips a score from full to nothing.
     """
-    if not _finite_losses(ev):
+    if not _finite_losses(ev) or ev.specific is None:
         return 0.0
-    a = _relative_gain(ev.loss_before_assigned, ev.loss_after_assigned)
-    r = _relative_gain(ev.loss_before_random, ev.loss_after_random)
-    if a <= cfg.min_improvement:
+    a, r = _gains(ev)
+    if a <= cfg.min_improvement or r < 0.0:
         return 0.0
-    shared = min(a, r)
-    if shared < 0.0:
-        return max(0.0, a + shared)
-    return (a - shared) + cfg.unproven_credit * shared
+    proven = ev.specific.proven(cfg.proof_z)
+    if proven <= 0.0:
+        return 0.0
+    score = proven + cfg.unproven_credit * min(a, r)
+    return score * usefulness(r, r_reference, cfg.harm_tolerance)
+
+
+def random_reference(evaluations: Iterable[Evaluation], cfg: ScoringConfig) -> float | None:
+    """Median gain on random samples over the uploads whose own-data work is proven.
+
+    Only proven uploads count, so uploads that prove nothing (copies, noise, free riders)
+    cannot drag the reference down to shield a weak or biased update; lowering it can only
+    weaken the check, never raise anyone's score above its proven excess.
+    """
+    rs = sorted(
+        _gains(ev)[1]
+        for ev in evaluations
+        if _finite_losses(ev) and ev.specific is not None and ev.specific.proven(cfg.proof_z) > 0
+    )
+    if not rs:
+        return None
+    mid = len(rs) // 2
+    return rs[mid] if len(rs) % 2 else (rs[mid - 1] + rs[mid]) / 2
 
 
 def _evaluated(evaluations: Iterable[Evaluation], cfg: ScoringConfig) -> dict[str, Verdict]:
     """Verdicts of the evaluated uploads; one evaluation per hotkey."""
+    evaluations = list(evaluations)
+    reference = random_reference(evaluations, cfg)
     out: dict[str, Verdict] = {}
     for ev in evaluations:
         if ev.hotkey in out:
             raise ValueError(f"two evaluations for hotkey {ev.hotkey!r}")
         if _finite_losses(ev):
-            out[ev.hotkey] = Verdict(ev.hotkey, window_score(ev, cfg), "scored")
+            out[ev.hotkey] = Verdict(ev.hotkey, window_score(ev, cfg, reference), "scored")
         else:
             out[ev.hotkey] = Verdict(ev.hotkey, 0.0, "rejected", "non_finite_loss")
     return out

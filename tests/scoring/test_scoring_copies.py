@@ -6,7 +6,17 @@ import itertools
 
 import pytest
 
-from subnet.scoring import ScoringConfig, Upload, detect_copies, index_overlap
+from subnet.scoring import (
+    FingerprintLog,
+    Match,
+    ScoringConfig,
+    Upload,
+    detect_copies,
+    find_matches,
+    index_overlap,
+    judge_matches,
+    overlap_summary,
+)
 
 CFG = ScoringConfig(copy_overlap=0.9)
 
@@ -66,3 +76,57 @@ def test_upload_matching_two_originals_points_to_the_earliest() -> None:
     both = frozenset(range(5, 105))  # 95 shared with first, 90 with second
     uploads = [Upload("s", (2,), second), Upload("x", (3,), both), Upload("f", (1,), first)]
     assert detect_copies(uploads, CFG) == {"x": "f"}
+
+
+# Evidence-based copy checks: fingerprint matches, and the own-data fit that decides them.
+
+V = frozenset(range(100))  # the victim's top-k set
+V_SUBSET = frozenset(range(0, 100, 2))  # a copier that sends half of it
+HONEST = frozenset(range(80, 180))  # an honest upload: 20 % overlap
+
+
+def test_find_matches_lists_both_directions_within_a_window_and_replays_of_kept_windows() -> None:
+    current = {"victim": V, "copier": V_SUBSET, "honest": HONEST}
+    history = {(4, "victim"): V, (4, "honest"): frozenset(range(500, 600)), (7, "victim"): V}
+    matches = find_matches(5, current, history, CFG)
+    assert matches == [
+        Match("copier", "victim", 4, 1.0),
+        Match("copier", "victim", 5, 1.0),
+        Match("victim", "victim", 4, 1.0),  # the same fingerprint as its own last upload
+        Match("victim", "copier", 5, 1.0),
+    ]  # window 7 is not in the past; honest matches nothing
+
+
+def test_judge_flags_the_side_whose_update_fits_the_other_samples_better_whatever_the_order() -> (
+    None
+):
+    a_to_b, b_to_a = Match("a", "b", 5, 1.0), Match("b", "a", 5, 1.0)
+    # One update, two sample sets: it fits b's samples (0.004) better than a's (0.0001).
+    fits = {a_to_b: (0.0001, 0.004), b_to_a: (0.004, 0.0001)}
+    assert judge_matches([a_to_b, b_to_a], fits) == {"a": "b@5"}
+    assert judge_matches([b_to_a, a_to_b], fits) == {"a": "b@5"}
+
+
+def test_judge_never_flags_an_upload_that_fits_its_own_samples_best() -> None:
+    m = Match("m", "m", 4, 0.95)  # an honest miner whose update resembles its last one
+    assert judge_matches([m], {m: (0.003, 0.0005)}) == {}
+    assert judge_matches([m], {}) == {}  # no evidence, no verdict
+
+
+def test_judge_names_the_best_fitting_source() -> None:
+    m1, m2 = Match("c", "x", 3, 0.9), Match("c", "y", 4, 0.95)
+    assert judge_matches([m1, m2], {m1: (0.0, 0.005), m2: (0.0, 0.002)}) == {"c": "x@3"}
+
+
+def test_fingerprint_log_keeps_the_last_windows_only() -> None:
+    log = FingerprintLog(keep=2)
+    for w in range(4):
+        log.record(w, {"m": {w}})
+    assert log.recent(4) == {(2, "m"): frozenset({2}), (3, "m"): frozenset({3})}
+    assert log.recent(3) == {(2, "m"): frozenset({2})}
+    assert FingerprintLog(keep=0).recent(1) == {}
+
+
+def test_overlap_summary_reports_the_largest_overlap_per_upload() -> None:
+    summary = overlap_summary({"a": V, "b": HONEST}, {(1, "a"): V_SUBSET})
+    assert summary == {"a": [0.2, 1.0], "b": [0.2, 0.2]}

@@ -7,31 +7,65 @@ import random
 
 import pytest
 
-from subnet.scoring import Evaluation, ScoringConfig, Verdict, score_window, window_score
+from subnet.scoring import (
+    Evaluation,
+    ScoringConfig,
+    Specificity,
+    Verdict,
+    random_reference,
+    score_window,
+    window_score,
+)
 
 CFG = ScoringConfig()
 
 
-def ev(after_assigned: float, after_random: float, hotkey: str = "m") -> Evaluation:
-    """An evaluation whose 'before' losses are both 2.0, so relative gain = (2 - after) / 2."""
-    return Evaluation(hotkey, 2.0, after_assigned, 2.0, after_random)
+def ev(
+    after_assigned: float,
+    after_random: float,
+    hotkey: str = "m",
+    specific: tuple[float, float] | None = (0.03, 0.005),
+) -> Evaluation:
+    """An evaluation whose 'before' losses are both 2.0, so relative gain = (2 - after) / 2.
+
+    ``specific`` is the own-data excess (mean, standard error); None means no evidence.
+    """
+    spec = Specificity(*specific) if specific is not None else None
+    return Evaluation(hotkey, 2.0, after_assigned, 2.0, after_random, spec)
 
 
-def test_assigned_gain_beyond_random_gets_full_credit_for_the_excess() -> None:
-    # a = 0.05, r = 0.01: excess 0.04 at full credit, shared 0.01 at half credit.
-    assert window_score(ev(1.9, 1.98), CFG) == pytest.approx(0.045)
+def test_only_the_proven_excess_is_paid() -> None:
+    # excess 0.03 +- 0.005 at proof_z 2 -> 0.02; the generic gain earns nothing by default.
+    assert window_score(ev(1.9, 1.98), CFG) == pytest.approx(0.02)
+    assert window_score(ev(1.9, 1.8), CFG) == pytest.approx(0.02)
 
 
-def test_update_that_helps_random_as_much_earns_only_unproven_credit() -> None:
-    # a = 0.05, r = 0.10: all of the gain is shared with random data.
-    assert window_score(ev(1.9, 1.8), CFG) == pytest.approx(0.025)
-    assert window_score(ev(1.9, 1.9), CFG) == pytest.approx(0.025)
+def test_a_copy_proves_nothing_and_earns_nothing_however_much_it_helps() -> None:
+    # A copied update helps the copier's samples no more than random ones: excess ~ 0.
+    assert window_score(ev(1.8, 1.8, specific=(0.0, 0.004)), CFG) == 0.0
+    assert window_score(ev(1.8, 1.8, specific=(0.007, 0.004)), CFG) == 0.0  # chance 1.75 se
+    assert window_score(ev(1.8, 1.8, specific=None), CFG) == 0.0
 
 
-def test_damage_on_random_data_is_subtracted() -> None:
-    # a = 0.05, r = -0.01 -> 0.04; r = -0.10 -> floored at 0.
-    assert window_score(ev(1.9, 2.02), CFG) == pytest.approx(0.04)
-    assert window_score(ev(1.9, 2.2), CFG) == 0.0
+def test_chance_excess_of_a_copier_is_worth_about_one_percent_of_honest_pay() -> None:
+    # Expected pay of an excess ~ N(0, se): se * E[max(0, Z - 2)] = 0.0085 se; an honest
+    # miner measured at 2.5 se gets 0.5 se: the copier's expectation is 1.7 % of it.
+    rng = random.Random(1)
+    se = 0.001
+    pays = [window_score(ev(1.9, 1.9, specific=(rng.gauss(0, se), se)), CFG) for _ in range(20000)]
+    honest = window_score(ev(1.9, 1.9, specific=(2.5 * se, se)), CFG)
+    assert honest == pytest.approx(0.5 * se)
+    assert sum(pays) / len(pays) / honest == pytest.approx(0.017, abs=0.006)
+
+
+def test_unproven_credit_is_paid_only_on_top_of_a_proven_excess() -> None:
+    cfg = ScoringConfig(unproven_credit=0.5)
+    assert window_score(ev(1.9, 1.8), cfg) == pytest.approx(0.02 + 0.5 * 0.05)
+    assert window_score(ev(1.9, 1.8, specific=(0.0, 0.005)), cfg) == 0.0
+
+
+def test_damage_on_random_data_scores_zero() -> None:
+    assert window_score(ev(1.9, 2.02), CFG) == 0.0
 
 
 def test_noise_upload_that_raises_assigned_loss_scores_zero() -> None:
@@ -41,12 +75,30 @@ def test_noise_upload_that_raises_assigned_loss_scores_zero() -> None:
 
 def test_min_improvement_is_a_strict_threshold() -> None:
     assert window_score(ev(1.9, 2.0), ScoringConfig(min_improvement=0.06)) == 0.0
-    assert window_score(ev(1.9, 2.0), ScoringConfig(min_improvement=0.04)) == pytest.approx(0.05)
+    assert window_score(ev(1.9, 1.99), ScoringConfig(min_improvement=0.04)) == pytest.approx(0.02)
 
 
-def test_unproven_credit_scales_the_shared_part() -> None:
-    assert window_score(ev(1.9, 1.8), ScoringConfig(unproven_credit=1.0)) == pytest.approx(0.05)
-    assert window_score(ev(1.9, 1.8), ScoringConfig(unproven_credit=0.0)) == 0.0
+def test_an_update_weaker_on_unseen_data_than_the_median_loses_credit() -> None:
+    # Reference r = 0.05; tolerance 0.5 -> full credit at r >= 0.05, none at r <= 0.025.
+    assert window_score(ev(1.9, 1.9), CFG, r_reference=0.05) == pytest.approx(0.02)
+    assert window_score(ev(1.9, 1.925), CFG, r_reference=0.05) == pytest.approx(0.01)
+    assert window_score(ev(1.9, 1.96), CFG, r_reference=0.05) == 0.0
+
+
+def test_the_window_reference_is_the_median_over_proven_uploads_only() -> None:
+    evaluations = [
+        ev(1.9, 1.90, "a"),  # r = 0.05
+        ev(1.9, 1.92, "b"),  # r = 0.04
+        ev(1.9, 1.88, "c"),  # r = 0.06
+        ev(1.9, 1.99, "copier", specific=(0.0, 0.005)),  # proves nothing: not in the median
+    ]
+    assert random_reference(evaluations, CFG) == pytest.approx(0.05)
+    verdicts = score_window(evaluations, (), (), (), {}, {}, CFG)
+    assert verdicts["a"].score == pytest.approx(0.02)
+    assert verdicts["b"].score == pytest.approx(0.02 * 0.6)  # (0.04 - 0.025) / 0.025
+    assert verdicts["c"].score == pytest.approx(0.02)
+    assert verdicts["copier"].score == 0.0
+    assert random_reference([ev(1.9, 1.9, specific=None)], CFG) is None
 
 
 @pytest.mark.parametrize(
@@ -60,15 +112,17 @@ def test_unproven_credit_scales_the_shared_part() -> None:
     ],
 )
 def test_non_finite_or_degenerate_losses_score_zero(losses: tuple[float, ...]) -> None:
-    assert window_score(Evaluation("m", *losses), CFG) == 0.0
+    assert window_score(Evaluation("m", *losses, Specificity(0.03, 0.005)), CFG) == 0.0
 
 
-def test_score_is_never_negative_and_never_exceeds_assigned_gain() -> None:
+def test_score_is_never_negative_and_never_exceeds_the_measured_excess() -> None:
     rng = random.Random(0)
     for _ in range(2000):
         after_a, after_r = rng.uniform(1.0, 3.0), rng.uniform(1.0, 3.0)
-        score = window_score(ev(after_a, after_r), CFG)
-        assert 0.0 <= score <= max(0.0, (2.0 - after_a) / 2.0) + 1e-12
+        mean, se = rng.uniform(-0.1, 0.1), rng.uniform(0.0, 0.05)
+        ref = rng.choice([None, rng.uniform(-0.1, 0.5)])
+        score = window_score(ev(after_a, after_r, specific=(mean, se)), CFG, ref)
+        assert 0.0 <= score <= max(0.0, mean) + 1e-12
 
 
 def test_score_window_gives_every_hotkey_one_verdict_by_precedence() -> None:
@@ -85,7 +139,7 @@ def test_score_window_gives_every_hotkey_one_verdict_by_precedence() -> None:
         "copier": Verdict("copier", 0.0, "copied", "good"),
         "forged": Verdict("forged", 0.0, "rejected", "bad_signature"),
         "gone": Verdict("gone", 0.0, "missing"),
-        "good": Verdict("good", pytest.approx(0.045), "scored"),
+        "good": Verdict("good", pytest.approx(0.02), "scored"),
         "late_and_gone": Verdict("late_and_gone", 0.0, "missing"),
         "lazy": Verdict("lazy", 0.0, "scored"),
         "old": Verdict("old", 0.0, "stale"),

@@ -1,0 +1,148 @@
+"""Measuring a window's uploads on one model: the per-sample losses behind every score.
+
+This is the one part of scoring that runs the model (forward passes only, no I/O): for each
+upload it measures the loss of every evaluated sample before and after applying the upload
+alone (``theta - delta``, outer learning rate 1) and after applying the window's reference
+update, on a subset of the sender's assigned samples and on the validator's random samples.
+From those it builds each upload's ``Evaluation`` (mean losses and own-data ``Specificity``),
+and for every fingerprint match the two fits that ``copies.judge_matches`` compares.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from subnet.scoring.copies import Match
+from subnet.scoring.evidence import Specificity, relative_gains, specificity
+from subnet.scoring.window import Evaluation
+from subnet.training.aggregation import clip_to_median_norm
+from subnet.training.pseudograd import load_parameters
+
+Delta = Mapping[str, Tensor]
+Batches = Callable[[list[int]], Iterable[tuple[Tensor, Tensor]]]
+
+
+@torch.no_grad()
+def sample_losses(model: nn.Module, batches: Iterable[tuple[Tensor, Tensor]]) -> list[float]:
+    """Mean next-token cross-entropy of each sample (row) of ``batches``, in order."""
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    out: list[float] = []
+    try:
+        for x, y in batches:
+            logits, _ = model(x.to(device))
+            loss = F.cross_entropy(logits.float().transpose(1, 2), y.to(device), reduction="none")
+            out += loss.mean(dim=1).tolist()
+    finally:
+        model.train(was_training)
+    return out
+
+
+def _mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values) if values else math.nan
+
+
+def own_subset(ids: Sequence[int], n: int, rng: random.Random | None = None) -> list[int]:
+    """``n`` of the assigned ``ids``, drawn unpredictably (all of them when ``n >= len(ids)``).
+
+    Never a fixed slice: a miner that knew which samples are evaluated would train only those.
+    ``rng`` is for tests; a validator leaves it None (fresh system entropy).
+    """
+    if n >= len(ids):
+        return list(ids)
+    return (rng or random.SystemRandom()).sample(list(ids), n)
+
+
+def leave_one_out(deltas: Mapping[str, Delta]) -> Callable[[str], Delta | None]:
+    """``hotkey -> mean of the other uploads``, each clipped to the median norm first.
+
+    Leaving the upload itself out keeps its own specificity from being subtracted from it, and
+    clipping keeps one huge update from dominating everyone's reference. None for a lone upload
+    (its reference gain is then taken as 0).
+    """
+    names = sorted(deltas)
+    if len(names) < 2:
+        return lambda _hk: None
+    clipped = dict(zip(names, clip_to_median_norm([deltas[n] for n in names]), strict=True))
+    total = {k: sum(c[k] for c in clipped.values()) for k in clipped[names[0]]}
+    scale = 1.0 / (len(names) - 1)
+    return lambda hk: {k: (total[k] - clipped[hk][k]) * scale for k in total}
+
+
+class WindowProbe:
+    """Per-sample losses of one model state with an update applied, cached per sample set."""
+
+    def __init__(self, model: nn.Module, state: Mapping[str, Tensor], batches: Batches) -> None:
+        self.model, self.state, self.batches = model, state, batches
+        self._base: dict[tuple[int, ...], list[float]] = {}
+
+    def losses(self, delta: Delta | None, ids: Sequence[int]) -> list[float]:
+        """Losses of ``ids`` under ``theta - delta`` (``theta`` itself when ``delta`` is None)."""
+        key = tuple(ids)
+        if delta is None and key in self._base:
+            return self._base[key]
+        params = self.state if delta is None else {k: v - delta[k] for k, v in self.state.items()}
+        load_parameters(self.model, params)
+        try:
+            out = sample_losses(self.model, self.batches(list(ids)))
+        finally:
+            load_parameters(self.model, self.state)
+        if delta is None:
+            self._base[key] = out
+        return out
+
+
+def _gains_of(probe: WindowProbe, delta: Delta | None, ids: Sequence[int]) -> list[float]:
+    """Relative gains of ``ids`` under ``delta``; zeros when there is no update."""
+    if delta is None:
+        return [0.0] * len(ids)
+    return relative_gains(probe.losses(None, ids), probe.losses(delta, ids))
+
+
+def assess_window(
+    probe: WindowProbe,
+    deltas: Mapping[str, Delta],
+    own_ids: Mapping[str, Sequence[int]],
+    random_ids: Sequence[int],
+    matches: Iterable[Match] = (),
+    match_ids: Callable[[Match], Sequence[int]] | None = None,
+) -> tuple[list[Evaluation], dict[Match, tuple[float, float]]]:
+    """Evaluations of every upload, and ``(own, other)`` specificity for every match.
+
+    ``own_ids[hk]`` are the (validator-chosen, ``own_subset``) assigned samples evaluated for
+    ``hk``; ``match_ids(m)`` the samples of ``m.source`` in ``m.window`` to compare with. The
+    reference of each upload is the mean of the others (``leave_one_out``). Forward passes per
+    upload: 3 on its own samples and 2 on the random ones (plus 1 on the random ones once), and 3
+    per match on the other's samples.
+    """
+    base_rand = probe.losses(None, random_ids)
+    reference_of = leave_one_out(deltas)
+    rand_gains: dict[str, tuple[list[float], list[float]]] = {}
+    specs: dict[str, Specificity] = {}
+    evaluations = []
+    for hk in sorted(deltas):
+        ids, reference = own_ids[hk], reference_of(hk)
+        base, after = probe.losses(None, ids), probe.losses(deltas[hk], ids)
+        after_rand = probe.losses(deltas[hk], random_ids)
+        rand_gains[hk] = (relative_gains(base_rand, after_rand),
+                          _gains_of(probe, reference, random_ids))  # fmt: skip
+        specs[hk] = specificity(relative_gains(base, after), _gains_of(probe, reference, ids),
+                                *rand_gains[hk])  # fmt: skip
+        evaluations.append(Evaluation(hk, _mean(base), _mean(after), _mean(base_rand),
+                                      _mean(after_rand), specs[hk]))  # fmt: skip
+    fits: dict[Match, tuple[float, float]] = {}
+    for m in matches:
+        if m.hotkey not in deltas or match_ids is None:
+            continue
+        ids, reference = match_ids(m), reference_of(m.hotkey)
+        other = specificity(_gains_of(probe, deltas[m.hotkey], ids),
+                            _gains_of(probe, reference, ids), *rand_gains[m.hotkey])  # fmt: skip
+        fits[m] = (specs[m.hotkey].mean, other.mean)
+    return evaluations, fits

@@ -1,0 +1,107 @@
+"""The assessor on a real (tiny) model: per-sample losses, references, and copy evidence.
+
+Synthetic data makes the answer known: every row walks the vocabulary in small random steps, so
+training helps every row (the steps are learnable) and memorizes its own rows (the particular
+steps are not), and an update is specific to the rows it was trained on and to no others.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from subnet.model import build_model, evaluate_loss
+from subnet.scoring import Match, ScoringConfig, find_matches, judge_matches, score_window
+from subnet.scoring.assess import WindowProbe, assess_window, leave_one_out, own_subset
+from subnet.training import InnerConfig, pseudo_gradient, snapshot, train_inner
+
+VOCAB, SEQ, ROWS = 64, 16, 256
+_G = torch.Generator().manual_seed(0)
+DATA = (
+    torch.randint(0, VOCAB, (ROWS, 1), generator=_G)
+    + torch.randint(1, 4, (ROWS, SEQ + 1), generator=_G).cumsum(1)
+) % VOCAB
+
+
+def batches(ids: list[int], size: int = 8):
+    for i in range(0, len(ids), size):
+        rows = DATA[ids[i : i + size]]
+        yield rows[:, :-1], rows[:, 1:]
+
+
+def test_own_subset_is_all_ids_or_an_unpredictable_sample_of_them() -> None:
+    ids = list(range(10, 30))
+    assert own_subset(ids, 50) == ids
+    picked = own_subset(ids, 5, random.Random(3))
+    assert len(set(picked)) == 5 and set(picked) <= set(ids)
+
+
+def test_leave_one_out_is_the_mean_of_the_others_after_clipping() -> None:
+    deltas = {"a": {"w": torch.tensor([1.0, 0.0])}, "b": {"w": torch.tensor([0.0, 1.0])},
+              "c": {"w": torch.tensor([0.0, 30.0])}}  # fmt: skip
+    ref = leave_one_out(deltas)
+    # Median norm 1: c is clipped to [0, 1] before it enters anyone's reference.
+    assert torch.allclose(ref("a")["w"], torch.tensor([0.0, 1.0]))
+    assert torch.allclose(ref("c")["w"], torch.tensor([0.5, 0.5]))
+    assert leave_one_out({"a": deltas["a"]})("a") is None
+
+
+def test_probe_losses_match_evaluate_loss_and_leave_the_model_unchanged() -> None:
+    model = build_model("tiny", vocab_size=VOCAB, seed=0)
+    state = snapshot(model)
+    probe = WindowProbe(model, state, batches)
+    ids = list(range(16))
+    losses = probe.losses(None, ids)
+    assert sum(losses) / len(losses) == pytest.approx(evaluate_loss(model, batches(ids)), rel=1e-5)
+    probe.losses({k: torch.ones_like(v) for k, v in state.items()}, ids)
+    assert all(torch.equal(state[k], v) for k, v in snapshot(model).items())
+
+
+@pytest.fixture(scope="module")
+def trained():
+    """Two honest miners on disjoint rows, from one model state."""
+    torch.manual_seed(0)
+    model = build_model("tiny", vocab_size=VOCAB, seed=0)
+    state = snapshot(model)
+    own = {"a": list(range(0, 32)), "b": list(range(64, 96))}
+    deltas = {}
+    for hk, ids in own.items():
+        worker = build_model("tiny", vocab_size=VOCAB, seed=0)
+        train_inner(worker, batches(ids * 4), InnerConfig(steps=16, micro_batch=8, lr=1e-2))
+        deltas[hk] = pseudo_gradient(state, worker)
+    return model, state, own, deltas
+
+
+def test_honest_work_is_proven_and_a_copy_is_not(trained) -> None:
+    model, state, own, deltas = trained
+    deltas = {**deltas, "copier": {k: v.clone() for k, v in deltas["a"].items()}}
+    own = {**own, "copier": list(range(128, 192))}
+    probe = WindowProbe(model, state, batches)
+    random_ids = list(range(192, 256))
+    evaluations, _ = assess_window(probe, deltas, own, random_ids)
+    spec = {ev.hotkey: ev.specific for ev in evaluations}
+    assert spec["a"].proven(2.0) > 0 and spec["b"].proven(2.0) > 0
+    assert spec["copier"].proven(2.0) == 0.0
+    verdicts = score_window(evaluations, (), (), (), {}, {}, ScoringConfig())
+    assert verdicts["copier"].score == 0.0 and verdicts["a"].score > 0
+
+
+def test_the_copy_is_named_by_the_evidence_not_by_upload_order(trained) -> None:
+    model, state, own, deltas = trained
+    copy = {k: v.clone() for k, v in deltas["a"].items()}
+    deltas = {"a": deltas["a"], "b": deltas["b"], "aaaa-copier": copy}  # sorts first
+    own = {**own, "aaaa-copier": list(range(128, 192))}
+    support = {hk: frozenset(range(10)) if hk != "b" else frozenset(range(50, 60)) for hk in deltas}
+    matches = find_matches(7, support, {}, ScoringConfig())
+    assert {(m.hotkey, m.source) for m in matches} == {("a", "aaaa-copier"), ("aaaa-copier", "a")}
+    probe = WindowProbe(model, state, batches)
+    _, fits = assess_window(probe, deltas, own, list(range(192, 256)), matches,
+                            lambda m: own[m.source])  # fmt: skip
+    assert judge_matches(matches, fits) == {"aaaa-copier": "a@7"}
+    # A replay of a's update a window later, by a itself: fits its old samples, not its new.
+    replay = Match("a", "a", 6, 1.0)
+    _, fits = assess_window(probe, {"a": deltas["a"]}, {"a": list(range(128, 192))},
+                            list(range(192, 256)), [replay], lambda m: own["a"])  # fmt: skip
+    assert judge_matches([replay], fits) == {"a": "a@6"}
