@@ -170,15 +170,18 @@ class FingerprintLog:
 
 
 def overlap_summary(
-    current: Mapping[str, Set[int]], history: Mapping[tuple[int, str], Set[int]]
-) -> dict[str, list[float]]:
-    """Per hotkey, ``[max overlap with this window's others, max with the kept windows']``.
+    current: Mapping[str, Set[int]], history: Mapping[tuple[int, str], Set[int]], top: int = 4
+) -> dict[str, dict[str, float]]:
+    """Per hotkey, its ``top`` largest overlaps: ``{other: v}`` this window, ``{"w/other": v}`` past.
 
     What the validator logs so the copy threshold can be checked against honest overlap.
     """
-    out: dict[str, list[float]] = {}
+    out: dict[str, dict[str, float]] = {}
     for hk, indices in sorted(current.items()):
-        same = [index_overlap(indices, v) for k, v in current.items() if k != hk]
-        past = [index_overlap(indices, v) for v in history.values()]
-        out[hk] = [round(max(same, default=0.0), 4), round(max(past, default=0.0), 4)]
+        pairs = [(k, index_overlap(indices, v)) for k, v in current.items() if k != hk]
+        pairs += [(f"{w}/{k}", index_overlap(indices, v)) for (w, k), v in history.items()]
+        best = sorted(pairs, key=lambda kv: -kv[1])
+        same = [kv for kv in best if "/" not in kv[0]][:top]
+        past = [kv for kv in best if "/" in kv[0]][:top]
+        out[hk] = {k: round(v, 4) for k, v in same + past}
     return out

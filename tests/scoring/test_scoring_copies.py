@@ -128,5 +128,8 @@ def test_fingerprint_log_keeps_the_last_windows_only() -> None:
 
 
 def test_overlap_summary_reports_the_largest_overlap_per_upload() -> None:
-    summary = overlap_summary({"a": V, "b": HONEST}, {(1, "a"): V_SUBSET})
-    assert summary == {"a": [0.2, 1.0], "b": [0.2, 0.2]}
+    summary = overlap_summary(
+        {"a": V, "b": HONEST, "c": frozenset({0})}, {(1, "a"): V_SUBSET}, top=1
+    )
+    assert summary == {"a": {"c": 1.0, "1/a": 1.0}, "b": {"a": 0.2, "1/a": 0.2},
+                       "c": {"a": 1.0, "1/a": 1.0}}  # fmt: skip
