@@ -134,7 +134,8 @@ class ModelHolder(BaseNeuron):
         # Units when nobody scored: the work the protocol assigned (receipts checked), never a
         # number the miner claims.
         units = {hk: samples_per_window(self.rt) for hk in got.accepted}
-        weights = merge_weights(reports, trusted, units)
+        standing = {n.hotkey: float(n.incentive) for n in self.graph.neurons}
+        weights = merge_weights(reports, trusted, units, standing)
         chosen = [hk for hk in sorted(got.accepted) if weights.get(hk, 0.0) > 0]
         if not chosen:
             logger.info("window {}: nothing to merge ({} uploads)", window, len(got.accepted))

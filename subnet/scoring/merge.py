@@ -24,6 +24,7 @@ def merge_weights(
     reports: Mapping[str, Mapping[str, float]],
     trusted: Set[str],
     contributors: Mapping[str, int],
+    standing: Mapping[str, float] | None = None,
 ) -> dict[str, float]:
     """Weight of each contributor's pseudo-gradient in this window's merge, summing to 1.
 
@@ -34,10 +35,13 @@ def merge_weights(
     as 0, since a missing report more often means the validator could not fetch the upload than a
     judgement on it. A contributor no trusted validator scored, or whose median is <= 0, gets 0.
 
-    When no trusted validator scored any contributor (none reported this window, e.g. at
-    bootstrap), each contributor is weighted by its ``contributors`` units trained (samples or
-    tokens) instead, so training still advances. Mixing the two within one window would put
-    scores and units on one scale, so the fallback is all or nothing.
+    When no trusted validator scored any contributor (none reported this window: at bootstrap,
+    or because the reports came late), each contributor is weighted by its ``standing`` instead
+    (its incentive on chain: the validators' consensus over past windows), so a window whose
+    reports are missing does not hand copiers and free riders an equal share; only when nobody
+    has standing either (true bootstrap) is it weighted by its ``contributors`` units trained
+    (samples or tokens), so training still advances. Mixing scores with either within one
+    window would put them on one scale, so each fallback is all or nothing.
 
     Returns every contributor, normalized to sum 1, or an empty dict when all weights are 0.
     """
@@ -47,5 +51,8 @@ def merge_weights(
         if scores:
             medians[miner] = statistics.median(scores)
     if not medians:
+        ranked = normalize({m: float((standing or {}).get(m, 0.0)) for m in sorted(contributors)})
+        if ranked:
+            return ranked
         return normalize({m: float(units) for m, units in sorted(contributors.items())})
     return normalize({m: medians.get(m, 0.0) for m in sorted(contributors)})
