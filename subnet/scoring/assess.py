@@ -60,6 +60,9 @@ def own_subset(ids: Sequence[int], n: int, rng: random.Random | None = None) -> 
     return (rng or random.SystemRandom()).sample(list(ids), n)
 
 
+COMMON_FROM = 4  # uploads from which one shared reference replaces the leave-one-out ones
+
+
 def leave_one_out(deltas: Mapping[str, Delta]) -> Callable[[str], Delta | None]:
     """``hotkey -> mean of the other uploads``, each clipped to the median norm first.
 
@@ -76,34 +79,57 @@ def leave_one_out(deltas: Mapping[str, Delta]) -> Callable[[str], Delta | None]:
     return lambda hk: {k: (total[k] - clipped[hk][k]) * scale for k in total}
 
 
+def references(deltas: Mapping[str, Delta]) -> Callable[[str], tuple[str, Delta | None]]:
+    """``hotkey -> (cache key, reference update)`` for the window's uploads.
+
+    From ``COMMON_FROM`` uploads on, one shared reference (the mean of all, clipped) serves
+    everyone: its losses are measured once per sample set, and including the upload itself
+    shrinks every upload's excess by the same factor of about ``1 - 1/n``, which changes no
+    share. Below that, the leave-one-out mean (a lone or paired upload would cancel itself).
+    """
+    if len(deltas) < COMMON_FROM:
+        loo = leave_one_out(deltas)
+        return lambda hk: (f"loo/{hk}", loo(hk))
+    names = sorted(deltas)
+    clipped = clip_to_median_norm([deltas[n] for n in names])
+    common = {k: sum(c[k] for c in clipped) / len(clipped) for k in clipped[0]}
+    return lambda _hk: ("common", common)
+
+
 class WindowProbe:
     """Per-sample losses of one model state with an update applied, cached per sample set."""
 
     def __init__(self, model: nn.Module, state: Mapping[str, Tensor], batches: Batches) -> None:
         self.model, self.state, self.batches = model, state, batches
-        self._base: dict[tuple[int, ...], list[float]] = {}
+        self._cache: dict[tuple[str, tuple[int, ...]], list[float]] = {}
 
-    def losses(self, delta: Delta | None, ids: Sequence[int]) -> list[float]:
-        """Losses of ``ids`` under ``theta - delta`` (``theta`` itself when ``delta`` is None)."""
-        key = tuple(ids)
-        if delta is None and key in self._base:
-            return self._base[key]
+    def losses(
+        self, delta: Delta | None, ids: Sequence[int], key: str | None = None
+    ) -> list[float]:
+        """Losses of ``ids`` under ``theta - delta`` (``theta`` itself when ``delta`` is None).
+
+        The model itself is cached as ``"base"``; an update is cached under ``key`` when given.
+        """
+        key = "base" if delta is None else key
+        if key is not None and (key, tuple(ids)) in self._cache:
+            return self._cache[(key, tuple(ids))]
         params = self.state if delta is None else {k: v - delta[k] for k, v in self.state.items()}
         load_parameters(self.model, params)
         try:
             out = sample_losses(self.model, self.batches(list(ids)))
         finally:
             load_parameters(self.model, self.state)
-        if delta is None:
-            self._base[key] = out
+        if key is not None:
+            self._cache[(key, tuple(ids))] = out
         return out
 
 
-def _gains_of(probe: WindowProbe, delta: Delta | None, ids: Sequence[int]) -> list[float]:
-    """Relative gains of ``ids`` under ``delta``; zeros when there is no update."""
+def _gains_of(probe: WindowProbe, ref: tuple[str, Delta | None], ids: Sequence[int]) -> list[float]:
+    """Relative gains of ``ids`` under the reference ``(key, delta)``; zeros without one."""
+    key, delta = ref
     if delta is None:
         return [0.0] * len(ids)
-    return relative_gains(probe.losses(None, ids), probe.losses(delta, ids))
+    return relative_gains(probe.losses(None, ids), probe.losses(delta, ids, key))
 
 
 def assess_window(
@@ -118,12 +144,12 @@ def assess_window(
 
     ``own_ids[hk]`` are the (validator-chosen, ``own_subset``) assigned samples evaluated for
     ``hk``; ``match_ids(m)`` the samples of ``m.source`` in ``m.window`` to compare with. The
-    reference of each upload is the mean of the others (``leave_one_out``). Forward passes per
-    upload: 3 on its own samples and 2 on the random ones (plus 1 on the random ones once), and 3
-    per match on the other's samples.
+    reference is ``references``'. Forward passes per upload: 3 on its own samples and 1 on the
+    random ones (plus 2 on the random ones once), and 1 per match within the window (3 for a
+    match with a past window), with the shared reference of 4 or more uploads.
     """
     base_rand = probe.losses(None, random_ids)
-    reference_of = leave_one_out(deltas)
+    reference_of = references(deltas)
     rand_gains: dict[str, tuple[list[float], list[float]]] = {}
     specs: dict[str, Specificity] = {}
     evaluations = []
@@ -142,7 +168,7 @@ def assess_window(
         if m.hotkey not in deltas or match_ids is None:
             continue
         ids, reference = match_ids(m), reference_of(m.hotkey)
-        other = specificity(_gains_of(probe, deltas[m.hotkey], ids),
-                            _gains_of(probe, reference, ids), *rand_gains[m.hotkey])  # fmt: skip
+        upload = relative_gains(probe.losses(None, ids), probe.losses(deltas[m.hotkey], ids))
+        other = specificity(upload, _gains_of(probe, reference, ids), *rand_gains[m.hotkey])
         fits[m] = (specs[m.hotkey].mean, other.mean)
     return evaluations, fits

@@ -14,7 +14,13 @@ import torch
 
 from subnet.model import build_model, evaluate_loss
 from subnet.scoring import Match, ScoringConfig, find_matches, judge_matches, score_window
-from subnet.scoring.assess import WindowProbe, assess_window, leave_one_out, own_subset
+from subnet.scoring.assess import (
+    WindowProbe,
+    assess_window,
+    leave_one_out,
+    own_subset,
+    references,
+)
 from subnet.training import InnerConfig, pseudo_gradient, snapshot, train_inner
 
 VOCAB, SEQ, ROWS = 64, 16, 256
@@ -46,6 +52,20 @@ def test_leave_one_out_is_the_mean_of_the_others_after_clipping() -> None:
     assert torch.allclose(ref("a")["w"], torch.tensor([0.0, 1.0]))
     assert torch.allclose(ref("c")["w"], torch.tensor([0.5, 0.5]))
     assert leave_one_out({"a": deltas["a"]})("a") is None
+
+
+def test_from_four_uploads_one_shared_clipped_mean_is_everyones_reference() -> None:
+    deltas = {hk: {"w": torch.tensor([float(i), 1.0])} for i, hk in enumerate("abcd")}
+    deltas["d"] = {"w": torch.tensor([300.0, 0.0])}  # clipped to the median norm first
+    ref = references(deltas)
+    key, common = ref("a")
+    assert key == "common" and ref("d")[0] == "common"
+    norms = sorted([1.0, 2**0.5, 5**0.5, 300.0])
+    median = (norms[1] + norms[2]) / 2
+    expected = (torch.tensor([0.0, 1.0]) + torch.tensor([1.0, 1.0]) + torch.tensor([2.0, 1.0])
+                * min(1.0, median / 5**0.5) + torch.tensor([median, 0.0])) / 4  # fmt: skip
+    assert torch.allclose(common["w"], expected)
+    assert references({"a": deltas["a"], "b": deltas["b"]})("a")[0] == "loo/a"
 
 
 def test_probe_losses_match_evaluate_loss_and_leave_the_model_unchanged() -> None:
