@@ -76,7 +76,9 @@ class Attacker(Miner):
                 envelope = self.fetch(hotkey, window, self.replica.version)
                 if envelope is not None:
                     return hotkey, envelope
-            time.sleep(0.1)
+            time.sleep(
+                0.25
+            )  # a quarter block at the benchmark's pace: the same block as the victim
         return None
 
     def decoded(self, envelope: Envelope) -> dict[str, torch.Tensor]:
