@@ -56,6 +56,9 @@ class Validator(BaseNeuron):
         # (window, hotkey) -> (block first seen, the store's last-modified time): upload order
         self.first_seen: dict[tuple[int, str], tuple[int, float]] = {}
         self.unreachable: set[tuple[int, str]] = set()
+        # Windows whose deadline block this validator itself looked at: an upload it did not see
+        # then arrived after the deadline, however early the validator gets round to fetching it.
+        self.deadline_looked: set[int] = set()
         self.last_weights_block = 0
         # Fingerprints of recent windows' uploads (memory only): a replay of one is caught.
         self.fingerprints = FingerprintLog(rt.cfg.protocol.scoring.history_windows)
@@ -85,6 +88,8 @@ class Validator(BaseNeuron):
                 continue
             if info is not None:
                 self.first_seen[(window, hotkey)] = (block, info.last_modified.timestamp())
+        if offset == self.rt.cfg.protocol.window.upload_deadline:
+            self.deadline_looked.add(window)  # every upload there now was seen in time
 
     def miners(self) -> list[str]:
         """Hotkeys that may upload: everyone registered except validators and the holder."""
@@ -102,8 +107,11 @@ class Validator(BaseNeuron):
         got = collect_uploads(self.rt, window, self.miners(), base_version=self.replica.version,
                               compressor=self.compressor, shapes=shapes,
                               assigned=assignment(self.rt, self.data, window))  # fmt: skip
-        evaluations, copies = self._assess(window, got.accepted)
-        late = self._late(window, got.missing)
+        after = self._after_deadline(window, got.accepted)
+        evaluations, copies = self._assess(
+            window, {hk: u for hk, u in got.accepted.items() if hk not in after}
+        )
+        late = self._late(window, got.missing) | after
         verdicts = score_window(evaluations, got.missing - late, late, got.stale, got.rejected,
                                 copies, p.scoring)  # fmt: skip
         scores = {hk: v.score for hk, v in verdicts.items()}
@@ -118,7 +126,19 @@ class Validator(BaseNeuron):
         )  # fmt: skip
         self.first_seen = {k: b for k, b in self.first_seen.items() if k[0] > window}
         self.unreachable = {k for k in self.unreachable if k[0] > window}
+        self.deadline_looked = {w for w in self.deadline_looked if w > window}
         return scores
+
+    def _after_deadline(self, window: int, accepted: dict[str, Received]) -> set[str]:
+        """Accepted uploads that were not there when this validator looked at the deadline block.
+
+        Only when it did look at that block (not after a restart or a skipped block), and never
+        for a bucket it could not poll: then there is no observation to go by.
+        """
+        if window not in self.deadline_looked:
+            return set()
+        return {hk for hk in accepted
+                if (window, hk) not in self.first_seen and (window, hk) not in self.unreachable}  # fmt: skip
 
     def _assess(
         self, window: int, accepted: dict[str, Received]
