@@ -150,7 +150,11 @@ def _collect(root: Path, graph, names: dict[str, list[str]]) -> dict:
     for path in validators:
         ok = [w for w in read_records(path, "weights") if w["ok"]]
         last_weights.append(ok[-1]["weights"] if ok else {})
-    scores = [r for path in validators for r in read_records(path, "scores")]
+    # Verdicts from the first merged window on (before it, nobody has started uploading).
+    first = min((v["window"] for v in merged), default=0)
+    scores = [
+        r for path in validators for r in read_records(path, "scores") if r["window"] >= first
+    ]
     groups = {}
     for group, hotkeys in names.items():
         groups[group] = {
