@@ -20,7 +20,7 @@ from ..neuron.runtime import Runtime
 from ..storage.base import StorageError
 from ..storage.readers import ReaderPool
 from ..storage.s3 import S3Store
-from ..topology import PlanError
+from ..topology import PlanError, RunPlan
 from ..weights.chain import ChainWeights
 from .plan import subnet_plan
 
@@ -60,7 +60,7 @@ def build_runtime(cfg: BeamConfig, role: str) -> Runtime:
     state_dir = (
         Path(node.neuron.state_dir).expanduser() / f"{role}-{wallet.hotkey.ss58_address[:8]}"
     )
-    metrics = MetricsSink(state_dir / "metrics.jsonl", mirrors=_mirrors(cfg, role, state_dir),
+    metrics = MetricsSink(state_dir / "metrics.jsonl", mirrors=_mirrors(cfg, role, state_dir, plan),
                           role=role, hotkey=wallet.hotkey.ss58_address,
                           config_hash=cfg.protocol.config_hash(), plan=plan.digest)  # fmt: skip
     return Runtime(cfg=cfg, role=role, signer=wallet.hotkey, store=store, membership=membership,
@@ -68,15 +68,16 @@ def build_runtime(cfg: BeamConfig, role: str) -> Runtime:
                    weights=ChainWeights(chain, wallet))  # fmt: skip
 
 
-def _mirrors(cfg: BeamConfig, role: str, state_dir: Path) -> list:
-    """W&B when enabled; it logs the protocol config, its hash, the git commit and topology."""
+def _mirrors(cfg: BeamConfig, role: str, state_dir: Path, plan: RunPlan) -> list:
+    """W&B when enabled; it logs the protocol config, its hash, the git commit and the plan."""
     w = cfg.node.wandb
     if w.mode == "disabled":
         return []
     from ..monitor.wandb_sink import WandbSink
 
     config = {"protocol": cfg.protocol.model_dump(mode="json"),
-              "config_hash": cfg.protocol.config_hash(), "role": role, "netuid": cfg.node.netuid}  # fmt: skip
+              "config_hash": cfg.protocol.config_hash(), "role": role, "netuid": cfg.node.netuid,
+              "topology": plan.ref, "plan": plan.digest}  # fmt: skip
     name = f"{role}-{cfg.node.wallet.name}-{cfg.node.wallet.hotkey}"
     folder = Path(w.dir).expanduser() if w.dir else state_dir
     return [WandbSink(mode=w.mode, project=w.project, name=name, group=cfg.protocol.run,
