@@ -181,6 +181,9 @@ class TopologySpec(_Frozen):
                 raise ValueError(
                     f"aggregation needs 'rule', outer 'name', stop 'rule' (missing {key!r})"
                 )
+        by = self.stop.get("by")
+        if by is not None and by not in self.roles:
+            raise ValueError(f"stop.by names slot {by!r}, which is not a role")
         self._check_lanes()
         self._check_counts()
         self._check_refs()
