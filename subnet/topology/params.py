@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, StrictFloat, StrictInt, model_validator
 
 from .errors import PlanError
 
@@ -29,8 +29,9 @@ class ParamSpec(BaseModel):
     type: ParamType
     default: Any
     doc: str
-    min: float | None = None  # inclusive bounds for numbers (each element of a list of numbers)
-    max: float | None = None
+    # inclusive bounds for numbers (each element of a list of numbers)
+    min: StrictInt | StrictFloat | None = None
+    max: StrictInt | StrictFloat | None = None
     choices: tuple[Any, ...] | None = None
 
     @model_validator(mode="after")

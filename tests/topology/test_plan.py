@@ -142,8 +142,8 @@ def test_plan_lookups(vocab, fit):
 def test_scored_subnet_digest_is_pinned(vocab, fit):
     """Peers of different releases must agree on this digest: if it moves, so must the version."""
     spec = load_spec("@beam/scored-subnet@1.0.0")
-    assert plan_of(vocab, fit, spec=spec).digest == "1489979011d4548e"
-    assert plan_of(vocab, fit, {"protocol": "abcd"}, spec=spec).digest == "00f56eba5edfbfd9"
+    assert plan_of(vocab, fit, spec=spec).digest == "36340a7ebcf0f937"
+    assert plan_of(vocab, fit, {"protocol": "abcd"}, spec=spec).digest == "2d99d2e284063fe9"
 
 
 def test_digest_is_sha256_of_the_canonical_form():
@@ -153,3 +153,14 @@ def test_digest_is_sha256_of_the_canonical_form():
 
     expected = hashlib.sha256(b'{"params":{"b":[1,2]},"spec":{"a":1}}').hexdigest()[:16]
     assert plan_digest({"a": 1}, {"b": (1, 2)}) == expected
+
+
+def test_digest_ignores_spelled_out_schema_defaults(raw, vocab, fit):
+    # writing a schema default out (or leaving it out) binds the same plan
+    data = raw("scored-subnet")
+    data["roles"]["holder"]["permissions"] = []
+    data["roles"]["validator"]["steps"][0]["gates"] = []
+    data["roles"]["miner"]["steps"][0]["data_rule"] = None
+    del data["roles"]["miner"]["min"]
+    spec = parse_spec(data, "x")
+    assert plan_of(vocab, fit, spec=spec).digest == "36340a7ebcf0f937"
