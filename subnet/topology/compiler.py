@@ -197,6 +197,19 @@ def _slot_plan(
     )
 
 
+def _counts(spec: TopologySpec, params: dict[str, Any]) -> dict[str, tuple[int, int | None]]:
+    counts = {
+        slot: (substitute(role.min, params), substitute(role.max, params))
+        for slot, role in spec.roles.items()
+    }
+    for slot, (low, high) in counts.items():
+        if high is not None and low > high:
+            raise PlanError(
+                "bad_parameter", f"slot {slot!r}: min {low} > max {high} with these parameters"
+            )
+    return counts
+
+
 def compile_plan(
     spec: TopologySpec, template: Template, roster: Roster, registries: Registries
 ) -> RunPlan:
@@ -207,15 +220,7 @@ def compile_plan(
     _check_binding(spec, template)
     params = resolve(spec.params, template.params)
     _check_registries(spec, registries)
-    counts = {
-        slot: (substitute(role.min, params), substitute(role.max, params))
-        for slot, role in spec.roles.items()
-    }
-    for slot, (low, high) in counts.items():
-        if high is not None and low > high:
-            raise PlanError(
-                "bad_parameter", f"slot {slot!r}: min {low} > max {high} with these parameters"
-            )
+    counts = _counts(spec, params)
     _check_lane_shape(spec)
     _check_roster(spec, counts, roster)
     _check_lane_members(spec, roster)
@@ -235,4 +240,5 @@ def compile_plan(
         outer=freeze(substitute(spec.outer, params)),
         stop=freeze(substitute(spec.stop, params)),
         digest=plan_digest(spec.canonical(), params),
+        tags=spec.tags,
     )

@@ -95,6 +95,7 @@ class RunPlan:
     # 16 hex: hash of spec content + name + version + template params (defaults filled in); NOT
     # of the roster. Travels where the protocol config hash travels.
     digest: str
+    tags: tuple[str, ...] = ()  # the spec's tags ("static" or "elastic", "rounds", ...)
 
     def __hash__(self) -> int:
         return hash(self.digest)

@@ -240,3 +240,12 @@ def test_int_parameter_accepted_where_a_float_is_declared(vocab, fit):
     plan = compile_plan(spec, Template(topology=spec.ref, params={"outer_lr": 1}), fit(spec), vocab)
     assert plan.outer == {"name": "nesterov", "lr": 1.0, "momentum": 0.9}
     assert isinstance(plan.outer["lr"], float)
+
+
+def test_parameters_that_make_a_count_impossible(raw, vocab, fit):
+    data = raw("diloco")
+    data["roles"]["worker"]["max"] = 4
+    spec = parse_spec(data, "test")
+    message = refused("bad_parameter", spec, Template(topology=spec.ref, params={"workers": 5}),
+                      fit(spec), vocab)  # fmt: skip
+    assert "slot 'worker': min 5 > max 4" in message

@@ -109,3 +109,12 @@ def test_scored_subnet_is_the_contract_vocabulary(vocab, fit):
     }
     assert (plan.merge_weights, plan.data_rule) == ("median_score", "assigned")
     assert plan.slots_of("holder") == [holder]
+
+
+def test_docs_list_every_builtin_topology():
+    text = (specs_dir().parent / "docs" / "topologies.md").read_text()
+    for spec in SPECS:
+        assert f"| `{spec.name}` | {', '.join(spec.tags)} |" in text, spec.name
+        assert f"- `{spec.name}`: " in text, spec.name
+    # the worked example is the shipped file, verbatim
+    assert (specs_dir() / "scored-subnet.toml").read_text() in text
