@@ -26,7 +26,8 @@ class Registries:
     """What code exists, by name; the compiler checks a spec against it.
 
     The first four are the contract with the neuron side. The optional ones are checked only
-    when given (None: not checked), so a caller may register as much as it knows.
+    when given (None: not checked), so a caller may register as much as it knows. Only ``in``
+    is used, so a plain dict from name to code serves as well as a frozenset of names.
     """
 
     actions: Mapping[str, frozenset[str]]  # role class ("miner"|"validator"|"holder") -> actions

@@ -8,6 +8,7 @@ template's values over the defaults, checks each one, and substitutes them.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -53,6 +54,8 @@ def _scalar(kind: str, value: Any) -> bool:
 
 def check_value(name: str, spec: ParamSpec, value: Any) -> Any:
     """``value`` checked against ``spec`` and normalised (ints become floats for a float type)."""
+    if not finite(value):
+        raise PlanError("bad_parameter", f"parameter {name!r} must be finite, got {value!r}")
     kind = spec.type
     element = kind[5:-1] if kind.startswith("list[") else None
     if element is None:
@@ -83,6 +86,15 @@ def check_value(name: str, spec: ParamSpec, value: Any) -> Any:
     if element == "float":
         return tuple(float(v) for v in value)
     return tuple(value) if element else value
+
+
+def finite(value: Any) -> bool:
+    """Whether no float inside ``value`` is NaN or infinite (TOML allows ``nan`` and ``inf``)."""
+    if isinstance(value, Mapping):
+        return all(finite(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return all(finite(v) for v in value)
+    return not isinstance(value, float) or math.isfinite(value)
 
 
 def resolve(declared: Mapping[str, ParamSpec], given: Mapping[str, Any]) -> dict[str, Any]:

@@ -102,7 +102,7 @@ class RunPlan:
 
     @property
     def ref(self) -> str:
-        """The exact topology reference: ``@beam/fedavg@1.0.0``."""
+        """The exact topology reference: ``@scope/name@X.Y.Z``."""
         return f"{self.topology}@{self.version}"
 
     def slot(self, name: str) -> SlotPlan:
@@ -115,7 +115,7 @@ class RunPlan:
             ) from None
 
     def slots_of(self, role: str) -> list[SlotPlan]:
-        """The slots a role class runs, in spec order (e.g. both holders of ``@beam/two-models``)."""
+        """The slots a role class runs, in spec order (e.g. both holders of a two-model run)."""
         return [slot for slot in self.slots.values() if slot.role == role]
 
     def lanes_of(self, slot: str) -> list[LanePlan]:

@@ -26,7 +26,7 @@ from pydantic import (
 from subnet.membership.roster import PERMISSIONS
 
 from .errors import PlanError
-from .params import PARAM_NAME, ParamSpec, ref_name, refs
+from .params import PARAM_NAME, ParamSpec, finite, ref_name, refs
 
 Phase = Literal["upload", "score", "merge"]  # window offsets, see subnet.config.WindowConfig
 RoleClass = Literal["miner", "validator", "holder"]
@@ -196,6 +196,9 @@ class TopologySpec(_Frozen):
                 raise ValueError(
                     f"aggregation needs 'rule', outer 'name', stop 'rule' (missing {key!r})"
                 )
+        steps = [step.params for role in self.roles.values() for step in role.steps]
+        if not finite([self.aggregation, self.outer, self.stop, *steps]):
+            raise ValueError("values must be finite numbers (no nan or inf)")
         by = self.stop.get("by")
         if by is not None and by not in self.roles:
             raise ValueError(f"stop.by names slot {by!r}, which is not a role")

@@ -249,3 +249,23 @@ def test_parameters_that_make_a_count_impossible(raw, vocab, fit):
     message = refused("bad_parameter", spec, Template(topology=spec.ref, params={"workers": 5}),
                       fit(spec), vocab)  # fmt: skip
     assert "slot 'worker': min 5 > max 4" in message
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_non_finite_parameter(value, vocab, fit):
+    spec = load_spec("@beam/diloco@1.0.0")
+    template = Template(topology=spec.ref, params={"outer_lr": value})
+    assert "finite" in refused("bad_parameter", spec, template, fit(spec), vocab)
+
+
+def test_registries_may_be_dicts_of_code(vocab, fit):
+    spec = load_spec(SCORED)
+    code = {"train": print, "score": print, "merge": print}
+    registries = dataclasses.replace(
+        vocab,
+        actions={"miner": {"train": print}, "validator": {"score": print}, "holder": code},
+        gates={"version_out": print},
+        merge_weights={"median_score": print},
+        data_rules={"assigned": print},
+    )
+    assert compile_plan(spec, Template(topology=SCORED), fit(spec), registries).ref == SCORED

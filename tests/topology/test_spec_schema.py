@@ -127,3 +127,12 @@ def test_a_slot_needs_a_step(raw):
     data = raw("scored-subnet")
     data["roles"]["validator"]["steps"] = []
     bad_spec(data)
+
+
+def test_non_finite_values_are_refused(raw):
+    data = raw("diloco")
+    data["outer"]["lr"] = float("nan")
+    assert "finite" in bad_spec(data)
+    data = raw("diloco")
+    data["params"]["outer_lr"]["default"] = float("inf")
+    assert "finite" in bad_spec(data)
