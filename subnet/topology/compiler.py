@@ -8,7 +8,7 @@ members holding the slot's permissions. It then substitutes the parameters and f
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,40 +82,40 @@ def _check_binding(spec: TopologySpec, template: Template) -> None:
         )
 
 
-def _check_rule(kind: str, name: str, known: frozenset[str] | None) -> None:
-    if known is not None and name not in known:
-        raise PlanError(
-            "unknown_rule", f"{kind} rule {name!r} is not registered; known: {sorted(known)}"
-        )
+def _rule_gap(kind: str, name: str, known: Container[str] | None) -> list[PlanError]:
+    if known is None or name in known:
+        return []
+    return [PlanError("unknown_rule", f"{kind} rule {name!r} is not registered")]
 
 
-def _check_registries(spec: TopologySpec, reg: Registries) -> None:
+def registry_gaps(spec: TopologySpec, reg: Registries) -> list[PlanError]:
+    """Every action, gate and rule ``spec`` names that ``reg`` lacks, in spec order.
+
+    ``compile_plan`` raises the first; a completeness test can list them all.
+    """
+    gaps: list[PlanError] = []
     for slot, role in spec.roles.items():
         known = reg.actions.get(role.role_class, frozenset())
         for step in role.steps:
             if step.action not in known:
-                raise PlanError(
-                    "unknown_action",
-                    f"slot {slot!r}: action {step.action!r} is not registered for role class {role.role_class!r}",
-                )
+                message = f"slot {slot!r}: action {step.action!r} is not registered for role class {role.role_class!r}"
+                gaps.append(PlanError("unknown_action", message))
             for gate in step.gates:
                 if gate not in reg.gates:
-                    raise PlanError(
-                        "unknown_gate",
-                        f"slot {slot!r}: gate {gate!r} of {step.action!r} is not registered",
-                    )
+                    message = f"slot {slot!r}: gate {gate!r} of {step.action!r} is not registered"
+                    gaps.append(PlanError("unknown_gate", message))
             if step.data_rule:
-                _check_rule("data", step.data_rule, reg.data_rules)
-    _check_rule("merge-weights", spec.merge_weights, reg.merge_weights)
-    _check_rule("data", spec.data_rule, reg.data_rules)
-    _check_rule("stop", spec.stop["rule"], reg.stop_rules)
-    _check_rule("aggregation", spec.aggregation["rule"], reg.aggregation_rules)
-    _check_rule("outer", spec.outer["name"], reg.outer_rules)
+                gaps += _rule_gap("data", step.data_rule, reg.data_rules)
+    gaps += _rule_gap("merge-weights", spec.merge_weights, reg.merge_weights)
+    gaps += _rule_gap("data", spec.data_rule, reg.data_rules)
+    gaps += _rule_gap("stop", spec.stop["rule"], reg.stop_rules)
+    gaps += _rule_gap("aggregation", spec.aggregation["rule"], reg.aggregation_rules)
+    gaps += _rule_gap("outer", spec.outer["name"], reg.outer_rules)
     for lane_name, lane in spec.lanes.items():
         if reg.lane_kinds is not None and lane.kind not in reg.lane_kinds:
-            raise PlanError(
-                "unknown_rule", f"lane {lane_name!r}: object kind {lane.kind!r} is not registered"
-            )
+            message = f"lane {lane_name!r}: object kind {lane.kind!r} is not registered"
+            gaps.append(PlanError("unknown_rule", message))
+    return gaps
 
 
 def _check_lane_shape(spec: TopologySpec) -> None:
@@ -220,7 +220,9 @@ def compile_plan(
     """
     _check_binding(spec, template)
     params = resolve(spec.params, template.params)
-    _check_registries(spec, registries)
+    gaps = registry_gaps(spec, registries)
+    if gaps:
+        raise gaps[0]
     counts = _counts(spec, params)
     _check_lane_shape(spec)
     _check_roster(spec, counts, roster)

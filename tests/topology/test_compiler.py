@@ -269,3 +269,21 @@ def test_registries_may_be_dicts_of_code(vocab, fit):
         data_rules={"assigned": print},
     )
     assert compile_plan(spec, Template(topology=SCORED), fit(spec), registries).ref == SCORED
+
+
+def test_registry_gaps_lists_every_missing_name(vocab, specs):
+    # registries that know only subnet mode: what fedavg still needs
+    from subnet.topology import registry_gaps, spec_vocabulary
+
+    scored = spec_vocabulary([specs["@beam/scored-subnet"]])
+    gaps = registry_gaps(specs["@beam/fedavg"], scored)
+    assert [(g.reason, g.message.split(": ")[-1]) for g in gaps] == [
+        ("unknown_action", "action 'reduce' is not registered for role class 'miner'"),
+        ("unknown_gate", "gate 'children_in' of 'reduce' is not registered"),
+        ("unknown_gate", "gate 'children_in' of 'merge' is not registered"),
+        ("unknown_rule", "merge-weights rule 'units' is not registered"),
+        ("unknown_rule", "stop rule 'loss_below' is not registered"),
+        ("unknown_rule", "aggregation rule 'mean' is not registered"),
+        ("unknown_rule", "outer rule 'fedavg' is not registered"),
+    ]
+    assert registry_gaps(specs["@beam/fedavg"], vocab) == []
