@@ -27,9 +27,10 @@ def test_installed_wheel_finds_the_builtin_specs(tmp_path):
     subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist"),
                     str(src)], check=True, timeout=300, capture_output=True)  # fmt: skip
     (wheel,) = (tmp_path / "dist").glob("*.whl")
-    names = zipfile.ZipFile(wheel).namelist()
-    specs = sorted(n for n in names if n.startswith("topologies/"))
-    assert len(specs) == 13 and all(n.endswith(".toml") for n in specs), specs
+    # every data file under topologies/ (specs, and any subfolder such as templates/) ships
+    shipped = {n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("topologies/")}
+    source = {p.relative_to(ROOT).as_posix() for p in (ROOT / "topologies").rglob("*.toml")}
+    assert shipped == source and len([n for n in shipped if n.count("/") == 1]) == 13, shipped
 
     target = tmp_path / "site"
     subprocess.run([*pip, "install", "--no-deps", "--target", str(target), str(wheel)], check=True,
