@@ -6,7 +6,7 @@ that exists and returns an immutable, hashed ``RunPlan``, or raises ``PlanError`
 code before anything runs. Pure: no torch, no chain, no neuron imports (docs/topologies.md).
 """
 
-from .compiler import Registries, compile_plan, spec_vocabulary
+from .compiler import Registries, compile_plan, registry_gaps, spec_vocabulary
 from .errors import REASONS, PlanError
 from .loader import builtin_specs, load_spec, load_spec_file, specs_dir
 from .params import ParamSpec
@@ -33,6 +33,7 @@ __all__ = [
     "load_spec",
     "load_spec_file",
     "parse_ref",
+    "registry_gaps",
     "spec_vocabulary",
     "specs_dir",
     "template_from_file",

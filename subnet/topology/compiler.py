@@ -8,7 +8,7 @@ members holding the slot's permissions. It then substitutes the parameters and f
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,8 @@ class Registries:
     """What code exists, by name; the compiler checks a spec against it.
 
     The first four are the contract with the neuron side. The optional ones are checked only
-    when given (None: not checked), so a caller may register as much as it knows.
+    when given (None: not checked), so a caller may register as much as it knows. Only ``in``
+    is used, so a plain dict from name to code serves as well as a frozenset of names.
     """
 
     actions: Mapping[str, frozenset[str]]  # role class ("miner"|"validator"|"holder") -> actions
@@ -81,40 +82,40 @@ def _check_binding(spec: TopologySpec, template: Template) -> None:
         )
 
 
-def _check_rule(kind: str, name: str, known: frozenset[str] | None) -> None:
-    if known is not None and name not in known:
-        raise PlanError(
-            "unknown_rule", f"{kind} rule {name!r} is not registered; known: {sorted(known)}"
-        )
+def _rule_gap(kind: str, name: str, known: Container[str] | None) -> list[PlanError]:
+    if known is None or name in known:
+        return []
+    return [PlanError("unknown_rule", f"{kind} rule {name!r} is not registered")]
 
 
-def _check_registries(spec: TopologySpec, reg: Registries) -> None:
+def registry_gaps(spec: TopologySpec, reg: Registries) -> list[PlanError]:
+    """Every action, gate and rule ``spec`` names that ``reg`` lacks, in spec order.
+
+    ``compile_plan`` raises the first; a completeness test can list them all.
+    """
+    gaps: list[PlanError] = []
     for slot, role in spec.roles.items():
         known = reg.actions.get(role.role_class, frozenset())
         for step in role.steps:
             if step.action not in known:
-                raise PlanError(
-                    "unknown_action",
-                    f"slot {slot!r}: action {step.action!r} is not registered for role class {role.role_class!r}",
-                )
+                message = f"slot {slot!r}: action {step.action!r} is not registered for role class {role.role_class!r}"
+                gaps.append(PlanError("unknown_action", message))
             for gate in step.gates:
                 if gate not in reg.gates:
-                    raise PlanError(
-                        "unknown_gate",
-                        f"slot {slot!r}: gate {gate!r} of {step.action!r} is not registered",
-                    )
+                    message = f"slot {slot!r}: gate {gate!r} of {step.action!r} is not registered"
+                    gaps.append(PlanError("unknown_gate", message))
             if step.data_rule:
-                _check_rule("data", step.data_rule, reg.data_rules)
-    _check_rule("merge-weights", spec.merge_weights, reg.merge_weights)
-    _check_rule("data", spec.data_rule, reg.data_rules)
-    _check_rule("stop", spec.stop["rule"], reg.stop_rules)
-    _check_rule("aggregation", spec.aggregation["rule"], reg.aggregation_rules)
-    _check_rule("outer", spec.outer["name"], reg.outer_rules)
+                gaps += _rule_gap("data", step.data_rule, reg.data_rules)
+    gaps += _rule_gap("merge-weights", spec.merge_weights, reg.merge_weights)
+    gaps += _rule_gap("data", spec.data_rule, reg.data_rules)
+    gaps += _rule_gap("stop", spec.stop["rule"], reg.stop_rules)
+    gaps += _rule_gap("aggregation", spec.aggregation["rule"], reg.aggregation_rules)
+    gaps += _rule_gap("outer", spec.outer["name"], reg.outer_rules)
     for lane_name, lane in spec.lanes.items():
         if reg.lane_kinds is not None and lane.kind not in reg.lane_kinds:
-            raise PlanError(
-                "unknown_rule", f"lane {lane_name!r}: object kind {lane.kind!r} is not registered"
-            )
+            message = f"lane {lane_name!r}: object kind {lane.kind!r} is not registered"
+            gaps.append(PlanError("unknown_rule", message))
+    return gaps
 
 
 def _check_lane_shape(spec: TopologySpec) -> None:
@@ -197,16 +198,7 @@ def _slot_plan(
     )
 
 
-def compile_plan(
-    spec: TopologySpec, template: Template, roster: Roster, registries: Registries
-) -> RunPlan:
-    """The immutable, hashed plan for running ``spec`` as ``template`` says with ``roster``.
-
-    Raises PlanError (with ``.reason``) for the first thing that would stop the run.
-    """
-    _check_binding(spec, template)
-    params = resolve(spec.params, template.params)
-    _check_registries(spec, registries)
+def _counts(spec: TopologySpec, params: dict[str, Any]) -> dict[str, tuple[int, int | None]]:
     counts = {
         slot: (substitute(role.min, params), substitute(role.max, params))
         for slot, role in spec.roles.items()
@@ -216,6 +208,22 @@ def compile_plan(
             raise PlanError(
                 "bad_parameter", f"slot {slot!r}: min {low} > max {high} with these parameters"
             )
+    return counts
+
+
+def compile_plan(
+    spec: TopologySpec, template: Template, roster: Roster, registries: Registries
+) -> RunPlan:
+    """The immutable, hashed plan for running ``spec`` as ``template`` says with ``roster``.
+
+    Raises PlanError (with ``.reason``) for the first thing that would stop the run.
+    """
+    _check_binding(spec, template)
+    params = resolve(spec.params, template.params)
+    gaps = registry_gaps(spec, registries)
+    if gaps:
+        raise gaps[0]
+    counts = _counts(spec, params)
     _check_lane_shape(spec)
     _check_roster(spec, counts, roster)
     _check_lane_members(spec, roster)
@@ -235,4 +243,5 @@ def compile_plan(
         outer=freeze(substitute(spec.outer, params)),
         stop=freeze(substitute(spec.stop, params)),
         digest=plan_digest(spec.canonical(), params),
+        tags=spec.tags,
     )

@@ -8,11 +8,12 @@ template's values over the defaults, checks each one, and substitutes them.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, StrictFloat, StrictInt, model_validator
 
 from .errors import PlanError
 
@@ -29,8 +30,9 @@ class ParamSpec(BaseModel):
     type: ParamType
     default: Any
     doc: str
-    min: float | None = None  # inclusive bounds for numbers (each element of a list of numbers)
-    max: float | None = None
+    # inclusive bounds for numbers (each element of a list of numbers)
+    min: StrictInt | StrictFloat | None = None
+    max: StrictInt | StrictFloat | None = None
     choices: tuple[Any, ...] | None = None
 
     @model_validator(mode="after")
@@ -52,6 +54,8 @@ def _scalar(kind: str, value: Any) -> bool:
 
 def check_value(name: str, spec: ParamSpec, value: Any) -> Any:
     """``value`` checked against ``spec`` and normalised (ints become floats for a float type)."""
+    if not finite(value):
+        raise PlanError("bad_parameter", f"parameter {name!r} must be finite, got {value!r}")
     kind = spec.type
     element = kind[5:-1] if kind.startswith("list[") else None
     if element is None:
@@ -82,6 +86,15 @@ def check_value(name: str, spec: ParamSpec, value: Any) -> Any:
     if element == "float":
         return tuple(float(v) for v in value)
     return tuple(value) if element else value
+
+
+def finite(value: Any) -> bool:
+    """Whether no float inside ``value`` is NaN or infinite (TOML allows ``nan`` and ``inf``)."""
+    if isinstance(value, Mapping):
+        return all(finite(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return all(finite(v) for v in value)
+    return not isinstance(value, float) or math.isfinite(value)
 
 
 def resolve(declared: Mapping[str, ParamSpec], given: Mapping[str, Any]) -> dict[str, Any]:

@@ -95,13 +95,14 @@ class RunPlan:
     # 16 hex: hash of spec content + name + version + template params (defaults filled in); NOT
     # of the roster. Travels where the protocol config hash travels.
     digest: str
+    tags: tuple[str, ...] = ()  # the spec's tags ("static" or "elastic", "rounds", ...)
 
     def __hash__(self) -> int:
         return hash(self.digest)
 
     @property
     def ref(self) -> str:
-        """The exact topology reference: ``@beam/fedavg@1.0.0``."""
+        """The exact topology reference: ``@scope/name@X.Y.Z``."""
         return f"{self.topology}@{self.version}"
 
     def slot(self, name: str) -> SlotPlan:
@@ -114,7 +115,7 @@ class RunPlan:
             ) from None
 
     def slots_of(self, role: str) -> list[SlotPlan]:
-        """The slots a role class runs, in spec order (e.g. both holders of ``@beam/two-models``)."""
+        """The slots a role class runs, in spec order (e.g. both holders of a two-model run)."""
         return [slot for slot in self.slots.values() if slot.role == role]
 
     def lanes_of(self, slot: str) -> list[LanePlan]:

@@ -12,12 +12,21 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from subnet.membership.roster import PERMISSIONS
 
 from .errors import PlanError
-from .params import PARAM_NAME, ParamSpec, ref_name, refs
+from .params import PARAM_NAME, ParamSpec, finite, ref_name, refs
 
 Phase = Literal["upload", "score", "merge"]  # window offsets, see subnet.config.WindowConfig
 RoleClass = Literal["miner", "validator", "holder"]
@@ -31,7 +40,8 @@ TOPOLOGY_NAME = re.compile(r"^@[a-z0-9][a-z0-9-]*/[a-z0-9][a-z0-9-]*$")
 SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")
 IDENT = re.compile(r"^[a-z][a-z0-9_-]{0,47}$")  # slots, lanes, actions, gates, rules, tags
 
-Count = int | str  # a number, or "$param" naming an int parameter
+# A number, or "$param" naming an int parameter; strict, so a TOML `true` is not a count of 1.
+Count = StrictInt | StrictStr
 
 
 def _ident(cls: type, values: Any) -> Any:
@@ -62,6 +72,11 @@ class StepSpec(_Frozen):
     params: dict[str, Any] = Field(default_factory=dict)
 
     _names = field_validator("action", "gates", "reads")(classmethod(_ident))
+
+    @field_validator("data_rule")
+    @classmethod
+    def _rule(cls, value: str | None) -> str | None:
+        return value if value is None else _ident(cls, value)
 
     @field_validator("reads")
     @classmethod
@@ -181,6 +196,12 @@ class TopologySpec(_Frozen):
                 raise ValueError(
                     f"aggregation needs 'rule', outer 'name', stop 'rule' (missing {key!r})"
                 )
+        steps = [step.params for role in self.roles.values() for step in role.steps]
+        if not finite([self.aggregation, self.outer, self.stop, *steps]):
+            raise ValueError("values must be finite numbers (no nan or inf)")
+        by = self.stop.get("by")
+        if by is not None and by not in self.roles:
+            raise ValueError(f"stop.by names slot {by!r}, which is not a role")
         self._check_lanes()
         self._check_counts()
         self._check_refs()
@@ -228,8 +249,12 @@ class TopologySpec(_Frozen):
             raise ValueError(f"'${undeclared[0]}' names no declared parameter")
 
     def canonical(self) -> dict[str, Any]:
-        """The spec as plain JSON-able data, independent of file layout, order and comments."""
-        return self.model_dump(mode="json", by_alias=True)
+        """The spec as plain JSON-able data, independent of file layout, order and comments.
+
+        Fields left at their defaults are omitted, so adding an optional field to the schema
+        later leaves the digests of existing specs (and of the runs that pin them) unchanged.
+        """
+        return self.model_dump(mode="json", by_alias=True, exclude_defaults=True)
 
 
 def parse_spec(data: dict[str, Any], source: str) -> TopologySpec:
@@ -239,4 +264,5 @@ def parse_spec(data: dict[str, Any], source: str) -> TopologySpec:
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "spec"
-        raise PlanError("bad_spec", f"{source}: {where}: {first['msg']}") from None
+        message = first["msg"].removeprefix("Value error, ")
+        raise PlanError("bad_spec", f"{source}: {where}: {message}") from None
