@@ -22,7 +22,7 @@ def test_signed_weights_publish_normalized_member_scores_on_their_lane():
     moving = {"a" * 48: 3.0, "b" * 48: 1.0, "stranger": 5.0}
     got = sink.offer(moving, ROSTER, window=4, last_tick=0)
     assert got.ok and got.weights == {"a" * 48: 0.75, "b" * 48: 0.25}  # non-members dropped
-    expected = Expected("run", 4, ObjectKind.SCORES, SIGNER.ss58_address, lane="weights")
+    expected = Expected("run", 4, ObjectKind.WEIGHTS, SIGNER.ss58_address, lane="weights")
     envelope = fetch_envelope(store, expected, None, max_bytes=1 << 20)
     assert json.loads(envelope.metadata["weights"]) == got.weights
     assert envelope.header.lane == "weights"

@@ -29,6 +29,7 @@ from ..topology import SlotPlan
 from ..versions import PublishError, SyncError
 from ..wire import Rejected
 from .gates import GATES
+from .rules import STOP_RULES
 from .runtime import Runtime
 from .state import StateFile
 from .steps import Action, Step
@@ -111,8 +112,17 @@ class BaseNeuron(ABC):
                 handled += 1
                 if max_windows is not None and handled >= max_windows:
                     break
+                if self.finished():
+                    logger.info("{}: the plan's stop rule is met after window {}", self.role,
+                                self.last_window)  # fmt: skip
+                    break
         logger.info("{} stopped after {} windows", self.role, handled)
         return handled
+
+    def finished(self) -> bool:
+        """Whether the plan's stop rule says the run is over."""
+        stop = self.rt.plan.stop
+        return STOP_RULES[stop["rule"]](self, stop)
 
     def advance(self, window: int, offset: int) -> bool:
         """Run or skip the steps of ``window`` due at ``offset``; True once a window's last

@@ -34,7 +34,7 @@ from ..versions import VersionPublisher
 from ..wire import Expected, Rejected, fetch_envelope
 from .base import BaseNeuron
 from .replica import checkpoint_bytes
-from .rules import DATA_RULES, MERGE_WEIGHTS, samples_per_window
+from .rules import AGGREGATION_RULES, DATA_RULES, MERGE_WEIGHTS, OUTER_RULES, samples_per_window
 from .runtime import Runtime
 from .state import prefixed, unprefixed
 from .steps import Action, Step
@@ -115,7 +115,9 @@ class ModelHolder(BaseNeuron):
         publish_dataset(rt)
         self.data: TokenDataset = rt.dataset()
         self.model = build_model(p.model, vocab_size=self.data.vocab_size, seed=p.seed)
-        self.outer = build_outer_optimizer(p.outer)
+        plan = rt.plan
+        self.aggregation = AGGREGATION_RULES[plan.aggregation["rule"]](p, plan.aggregation)
+        self.outer = build_outer_optimizer(OUTER_RULES[plan.outer["name"]](p, plan.outer))
         self.compressor = build_compressor(p.compression)
         self.publisher = VersionPublisher(rt.store, rt.signer, p.run,
                                           checkpoint_every=p.checkpoint_every,
@@ -175,7 +177,7 @@ class ModelHolder(BaseNeuron):
             logger.info("window {}: nothing to merge ({} uploads)", window, len(got.accepted))
             return MergeResult(window, False, weights)
         delta = aggregate([got.accepted[hk].delta for hk in chosen],
-                          [weights[hk] for hk in chosen], p.aggregation)  # fmt: skip
+                          [weights[hk] for hk in chosen], self.aggregation)  # fmt: skip
         self.outer.step(params, delta)
         load_parameters(self.model, params)
         self.unpublished = window

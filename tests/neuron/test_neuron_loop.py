@@ -219,3 +219,11 @@ def test_setup_that_is_not_ready_is_retried_at_later_ticks(tmp_path, monkeypatch
     neuron.setup = setup
     assert neuron.run() == 2
     assert tries[:3] == [0, 0, 1]  # once before the loop, then at each tick until ready
+
+
+def test_the_loop_stops_when_the_plans_stop_rule_is_met(tmp_path):
+    rounds = plan(step())
+    rounds = RunPlan(**{**rounds.__dict__, "stop": {"rule": "rounds", "rounds": 2}})
+    neuron = make(tmp_path, list(range(0, 50)), rounds)
+    assert neuron.run() == 2
+    assert neuron.last_window == 1
