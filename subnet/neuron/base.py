@@ -159,9 +159,12 @@ class BaseNeuron(ABC):
 
     def refresh(self, window: int) -> None:
         """Re-read membership once per window, before its first step (an outage keeps the old)."""
-        if self.refreshed == window:
-            return
-        self.refreshed = window
+        if self.refreshed != window:
+            self.refreshed = window
+            self.reread()
+
+    def reread(self) -> None:
+        """Refresh membership now; an outage is logged and the last roster kept."""
         try:
             self.rt.membership.refresh()
         except WINDOW_ERRORS as error:
@@ -217,7 +220,7 @@ class BaseNeuron(ABC):
                 raise SetupError(str(why)) from None
             logger.info("waiting: {}", why)
             self.next_setup = now + SETUP_RETRY_S
-            self.rt.membership.refresh()
+            self.reread()  # the missing piece may be a member's new commitment
             return False
         self.resume()
         self.ready = True

@@ -219,6 +219,8 @@ def test_setup_that_is_not_ready_is_retried_at_later_ticks(tmp_path, monkeypatch
     neuron.setup = setup
     assert neuron.run() == 2
     assert tries[:3] == [0, 0, 1]  # once before the loop, then at each tick until ready
+    # membership re-read after each miss (a new commitment may be what was missing), then per window
+    assert neuron.rt.membership.refreshes == 2 + 2
 
 
 def test_the_loop_stops_when_the_plans_stop_rule_is_met(tmp_path):
