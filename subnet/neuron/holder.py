@@ -105,7 +105,8 @@ class ModelHolder(BaseNeuron):
                 "not follow its versions"
             )
         self.grads = rt.read_lane(self.slot, ObjectKind.GRADIENT.value).name
-        self.scores = rt.read_lane(self.slot, ObjectKind.SCORES.value).name
+        # None in topologies without scorers: merge weights then come from units or equality
+        self.scores = rt.lane_read(self.slot, ObjectKind.SCORES.value)
         self.version: int | None = None  # the last version published
         self.unpublished: int | None = None  # a window merged into the model, not yet published
 
@@ -133,6 +134,8 @@ class ModelHolder(BaseNeuron):
 
     def trusted(self) -> set[str]:
         """Scorers whose reports count: writers of the score lane holding ``runs.score``."""
+        if self.scores is None:
+            return set()
         roster = self.rt.roster
         return {hk for hk in self.rt.writers(self.scores) if roster.may(hk, "runs.score")}
 
