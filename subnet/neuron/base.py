@@ -126,8 +126,14 @@ class BaseNeuron(ABC):
 
     def advance(self, window: int, offset: int) -> bool:
         """Run or skip the steps of ``window`` due at ``offset``; True once a window's last
-        step has run (a window whose steps were all missed does not count)."""
+        step has run (a window whose steps were all missed does not count).
+
+        Membership is re-read once per window at an idle tick (waiting for a phase or a gate,
+        or done), so the re-read never delays a step; only a roster older than the previous
+        window is re-read right before one.
+        """
         if window <= self.last_window:
+            self.refresh(window)
             return False
         if self.cursor[0] != window:
             self.cursor = (window, 0)
@@ -136,14 +142,17 @@ class BaseNeuron(ABC):
             step = Step(steps[self.cursor[1]], window, offset)
             first, last = self.rt.windows.phase(step.plan.phase)
             if offset < first:
+                self.refresh(window)
                 return False
             if offset > last:
                 logger.warning("{}: step {} missed (offset {} past its phase)", self.role, step,
                                offset)  # fmt: skip
                 self.cursor = (window, self.cursor[1] + 1)
                 continue
-            self.refresh(window)
+            if self.refreshed < window - 1:
+                self.refresh(window)
             if not self.gates_pass(step, last):
+                self.refresh(window)
                 return False
             self.handle(step)
             self.cursor = (window, self.cursor[1] + 1)
@@ -158,7 +167,7 @@ class BaseNeuron(ABC):
         return False
 
     def refresh(self, window: int) -> None:
-        """Re-read membership once per window, before its first step (an outage keeps the old)."""
+        """Re-read membership once per window (an outage keeps the last roster)."""
         if self.refreshed != window:
             self.refreshed = window
             self.reread()
