@@ -10,7 +10,6 @@ holder, and every tempo the moving scores become weights on chain through ``bt.S
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import torch
@@ -27,6 +26,7 @@ from ..scoring import (
     update_moving,
     weights_for_chain,
 )
+from ..scoring.report import encode_report
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind, object_key
 from ..training import load_parameters
@@ -174,7 +174,7 @@ class Validator(BaseNeuron):
             self.rt.store, signer=self.rt.wallet.hotkey, run=self.rt.cfg.protocol.run,
             kind=ObjectKind.SCORES, window=window, tensors={"scores": tensor},
             base_version=self.replica.version,
-            metadata={"scores": json.dumps(scores), "config_hash": self.rt.cfg.protocol.config_hash()},
+            metadata={"scores": encode_report(scores), "config_hash": self.rt.cfg.protocol.config_hash()},
         )  # fmt: skip
         self.maybe_set_weights()
 
