@@ -16,6 +16,7 @@ import threading
 from abc import ABC, abstractmethod
 from typing import Any
 
+import bittensor as bt
 import torch
 from loguru import logger
 
@@ -33,6 +34,7 @@ WINDOW_ERRORS = (
     SyncError,
     PublishError,
     ChainSetupError,
+    bt.BittensorError,  # the chain went away mid-window (e.g. restarting): the next block retries
     ConnectionError,
     TimeoutError,
     ArithmeticError,  # local training diverged (the miner resets and goes on)

@@ -24,7 +24,7 @@ from ..config import ConfigError
 from ..data import MANIFEST_KEY, TokenDataset
 from ..model import build_model, evaluate_loss
 from ..scoring import merge_weights
-from ..scoring.report import parse_report
+from ..scoring.report import nobody_scored, parse_report
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind, dataset_prefix
 from ..training import aggregate, build_outer_optimizer, load_parameters, snapshot
@@ -132,11 +132,7 @@ class ModelHolder(BaseNeuron):
         # number the miner claims.
         units = {hk: samples_per_window(self.rt) for hk in got.accepted}
         weights = merge_weights(reports, trusted, units)
-        if (
-            got.accepted
-            and (trusted - {holder})
-            and not any(hk in r for r in reports.values() for hk in got.accepted)
-        ):
+        if nobody_scored(reports, trusted - {holder}, set(got.accepted)):
             # Validators exist but none scored an upload (down, stalled, or their reports were
             # refused): weighting by units now would give any noise miner full weight.
             logger.warning("window {}: no usable score for any of {} uploads; not merging",

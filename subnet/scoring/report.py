@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 
 from bittensor.sp_core import ss58_decode
 
@@ -84,6 +84,22 @@ def parse_report(text: object) -> dict[str, float]:
             raise ReportError("bad_score", f"{key[:8]}: {type(value).__name__}")
         out[key] = value
     return out
+
+
+def nobody_scored(
+    reports: Mapping[str, Mapping[str, float]], validators: Set[str], uploads: Set[str]
+) -> bool:
+    """True when a window must not be merged for lack of scores (docs/reliability.md).
+
+    `validators` are the trusted validators in the metagraph (the holder excluded); `reports`
+    the usable reports they delivered for the window. When validators exist but none scored any
+    of the window's `uploads` (all down, stalled, or their reports refused), weighting the uploads
+    by units instead would hand a noise miner full weight, so the window is skipped. With no
+    trusted validator at all (a subnet's bootstrap) the units fallback stays available.
+    """
+    if not uploads or not validators:
+        return False
+    return not any(hotkey in report for report in reports.values() for hotkey in uploads)
 
 
 class _Pairs(list):

@@ -113,3 +113,14 @@ def test_fuzzed_reports_only_ever_raise_report_error() -> None:
         except ReportError as exc:
             outcomes[exc.reason] = outcomes.get(exc.reason, 0) + 1
     assert outcomes.get("ok", 0) > 0 and len(outcomes) >= 5, outcomes
+
+
+def test_a_window_nobody_scored_is_not_merged_unless_there_are_no_validators() -> None:
+    from subnet.scoring.report import nobody_scored
+
+    uploads = {A, B}
+    assert nobody_scored({}, {"v1"}, uploads)  # validators exist, no usable report
+    assert nobody_scored({"v1": {}}, {"v1"}, uploads)  # a report that scored none of them
+    assert not nobody_scored({"v1": {A: 0.0}}, {"v1"}, uploads)  # scored (even 0): merge rules
+    assert not nobody_scored({}, set(), uploads)  # bootstrap: no validator, units fallback
+    assert not nobody_scored({}, {"v1"}, set())  # nothing uploaded: nothing to decide
