@@ -127,8 +127,15 @@ class VersionPublisher:
             checkpoint_key=layout.checkpoint_key(self.run, holder, checkpoint_version),
             patch_key=layout.patch_key(self.run, holder, version) if version else None,
         )
-        if probe_manifest(self.store, self.run, holder, version) is not None:
-            # Committed by someone else since we resumed: never write under a committed version.
+        committed = probe_manifest(self.store, self.run, holder, version)
+        if committed is not None:
+            if (committed.digest, committed.window) == (digest, window):
+                # Our own earlier attempt got as far as the manifest (then the pointer failed).
+                logger.info("version {} is already committed for window {}; finishing it",
+                            version, window)  # fmt: skip
+                self._write_pointer(committed)
+                return committed
+            # Committed with another model: never write under a committed version.
             raise PublishError("conflict", f"version {version} is already committed")
         if previous is not None:
             try:

@@ -15,9 +15,15 @@ from crash_store import Crash, CrashingStore
 from torch import Tensor
 
 from subnet.compression.patch import state_digest
-from subnet.storage import MemoryStore
+from subnet.storage import MemoryStore, StorageError
 from subnet.storage.keys import ObjectKind, object_key
-from subnet.versions import ModelSync, VersionPublisher, read_manifest, read_pointer
+from subnet.versions import (
+    ModelSync,
+    PublishError,
+    VersionPublisher,
+    read_manifest,
+    read_pointer,
+)
 from subnet.wire import Expected, publish_envelope, verify_envelope
 
 RUN = "faults-run"
@@ -140,3 +146,29 @@ def test_a_retried_report_or_upload_of_the_same_window_does_not_wedge(when: str)
     assert torch.equal(envelope.tensors["scores"], first if when == "after" else second)
     _, again = publish_envelope(store, tensors={"scores": second}, **fields)
     assert again is False  # later retries are harmless too
+
+
+class _PointerFailsOnce(CrashingStore):
+    """An outage (not a crash) on the first pointer write: the same publisher retries."""
+
+    def put(self, key: str, data: bytes) -> None:
+        if "/latest/" in key and not getattr(self, "failed", False):
+            self.failed = True
+            raise StorageError("unavailable", endpoint="test", bucket="test", key=key)
+        self.inner.put(key, data)
+
+
+def test_a_publish_retried_in_process_after_the_pointer_failed_finishes_the_same_version() -> None:
+    store = MemoryStore()
+    _run(store, 0, STATES[:2], WINDOWS)
+    publisher = VersionPublisher(_PointerFailsOnce(store), HOLDER, RUN, checkpoint_every=EVERY,
+                                 max_bytes=MAX)  # fmt: skip
+    with pytest.raises(StorageError):
+        publisher.publish(STATES[2], WINDOWS[2])  # manifest 2 committed, pointer not
+    assert publisher.publish(STATES[2], WINDOWS[2]).version == 2  # the holder's next window
+    assert read_pointer(store, RUN, HOLDER.ss58_address).version == 2
+    with pytest.raises(PublishError) as caught:
+        VersionPublisher(store, HOLDER, RUN, checkpoint_every=EVERY, max_bytes=MAX).publish(
+            OTHER[2], WINDOWS[2]
+        )
+    assert caught.value.reason == "window_not_after_latest"
