@@ -94,7 +94,13 @@ class ModelSync:
                 logger.warning("holder pointer names version {}, but version {} is committed: "
                                "ignoring the stale pointer", hint.version, self._seen.version)  # fmt: skip
             known = self._seen
-        manifest = newest_committed(store, self.run, self.holder, known)
+        if known is not None and self._seen is not None and known.version > self._seen.version:
+            # The pointer moved forward since the last call: signed and written after its
+            # manifest, so one request suffices. A pointer that stops moving (the holder crashed
+            # before rewriting it, or an old one was replayed) is checked against the manifests.
+            manifest: ModelManifest | None = known
+        else:
+            manifest = newest_committed(store, self.run, self.holder, known)
         if manifest is None:
             raise SyncError("not_published", f"no committed manifest of {self.holder}")
         if hint is not None and manifest.version > hint.version:

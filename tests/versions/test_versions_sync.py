@@ -262,3 +262,20 @@ def test_manifest_digest_that_no_state_matches_raises(
     with pytest.raises(SyncError) as caught:
         _syncer(published, holder).sync(None, None)
     assert caught.value.reason == "digest_mismatch"
+
+
+def test_a_pointer_that_moves_forward_costs_one_read_one_that_stalls_is_checked(
+    holder: Keypair, history: list[dict[str, Tensor]]
+) -> None:
+    store = CountingStore(MemoryStore())
+    publisher = publish_all(store, holder, history, 4)
+    syncer = _syncer(store, holder)
+    assert syncer.latest().version == 4
+    publisher.publish(history[5], 15)
+    store.gets.clear()
+    assert syncer.latest().version == 5
+    who = holder.ss58_address
+    assert store.gets == [layout.pointer_key(RUN, who)]  # moved on: trusted as is
+    store.gets.clear()
+    assert syncer.latest().version == 5
+    assert store.gets == [layout.pointer_key(RUN, who), layout.manifest_key(RUN, who, 6)]
