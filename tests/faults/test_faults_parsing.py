@@ -94,7 +94,7 @@ def _honest_table() -> tuple[dict, bytes]:
 def _seal_payload(payload: bytes) -> bytes:
     """A correctly signed envelope around `payload`, so the reader gets to the table."""
     header = {
-        "version": PROTOCOL_VERSION, "run": RUN, "kind": "gradient", "window": 7,
+        "version": PROTOCOL_VERSION, "run": RUN, "kind": "gradient", "lane": "grads", "window": 7,
         "sender": ALICE.ss58_address, "base_version": 2, "payload_bytes": len(payload),
         "payload_sha256": hashlib.sha256(payload).hexdigest(),
     }  # fmt: skip
