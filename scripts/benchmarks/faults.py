@@ -160,12 +160,12 @@ class _Run:
         self.wait(lambda: self.block() % blocks == offset, blocks * 2 + 30, f"offset {offset}")
         block = self.block()
         log = self.root / "logs" / f"{name}.out"
-        starts = log.read_text().count(" running; phase offsets")
+        starts = log.read_text().count(" running slot ")
         self.ns.procs[name].kill()
         self.ns.procs[name].wait()
         self.ns.start(name, ROLES[name])
         # The next fault hits a running neuron, not one still starting up.
-        up = lambda: log.read_text().count(" running; phase offsets") > starts  # noqa: E731
+        up = lambda: log.read_text().count(" running slot ") > starts  # noqa: E731
         self.wait(up, 180, f"{name} to run again")
         back = self.block()
         return {"fault": f"kill -9 {name}", "block": block, "window": block // blocks,
