@@ -97,7 +97,7 @@ def admit(rs: RoomStore, admitter: Signer) -> AdmitResult:
         redeemed.append(key.rsplit("/", 1)[-1].removesuffix(".json"))
         out.admitted.append(member.hotkey)
     if admitter.ss58_address == m.body.owner:
-        out.left = [hk for hk in _left(rs, m) if hk in members and hk != m.body.owner]
+        out.left = [hk for hk in left_members(rs, m) if hk in members and hk != m.body.owner]
         for hk in out.left:
             del members[hk]
     if out.admitted or out.left:
@@ -106,7 +106,7 @@ def admit(rs: RoomStore, admitter: Signer) -> AdmitResult:
     return out
 
 
-def _left(rs: RoomStore, m: Manifest) -> list[str]:
+def left_members(rs: RoomStore, m: Manifest) -> list[str]:
     """Members with a valid leave signed since they were admitted."""
     gone = []
     for key, raw, _ in rs.leaves():
