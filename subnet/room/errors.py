@@ -24,6 +24,7 @@ REASONS = (
     "fork",  # two different manifests for the same version
     "pointer_mismatch",  # the latest pointer differs from the write-once version it names
     "not_found",  # no such room, version, invite or redemption
+    "unreachable",  # the room's storage did not answer, or refused our credentials
     "conflict",  # a write-once key already holds something else
     "bad_request",  # a request the room cannot satisfy (unknown permission, slot, run ...)
 )

@@ -43,10 +43,10 @@ def _hotkey(member: RoomMember) -> str:
     return member.hotkey
 
 
-def create_room(rs: RoomStore, owner: Signer, read: str) -> Manifest:
+def create_room(rs: RoomStore, owner: Signer, read: str, slots: list[str] = ()) -> Manifest:
     """Version 0: the owner is the only member, with every permission and the admit right."""
     me = RoomMember(hotkey=owner.ss58_address, read=read, permissions=sorted(PERMISSIONS),
-                    slots=[], admit=True)  # fmt: skip
+                    slots=sorted(slots), admit=True)  # fmt: skip
     body = RoomManifest(room=rs.room, owner=owner.ss58_address, version=0, members=[me],
                         created=time.time())  # fmt: skip
     return rs.create(owner, body)
