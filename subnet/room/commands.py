@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from collections import defaultdict
 
 from ..chain import load_wallet
@@ -12,14 +11,14 @@ from ..membership.room import room_roster
 from ..storage.base import StorageError
 from ..storage.keys import parse_key
 from ..storage.readers import ReaderPool
-from ..topology import PlanError, Template, compile_plan, load_spec
+from ..topology import load_spec
 from . import ops
 from .address import RoomAddress, parse_address
 from .cli import RoomCommand, duration, read_template, stamp
 from .errors import RoomError
 from .invite import from_token, make_invite, parse_invite, to_token
-from .manifest import RoomRun
 from .node import own_read
+from .runs import publish_run
 from .store import RoomStore
 
 
@@ -131,34 +130,14 @@ def run(cfg: RoomCommand) -> None:
         raise ConfigError("--run is required: a name for the run (a-z 0-9 . _ -)")
     address, rs = _open(cfg)
     template = read_template(cfg.node.template)
-    try:
-        spec = load_spec(template.topology)
-    except PlanError as error:
-        raise ConfigError(f"--template: {error}") from None
-    protocol = cfg.protocol.model_copy(update={"run": cfg.node.run, "holder_hotkey": ""})
-    params = dict(template.params)
-    if "protocol" in spec.params:  # the digest then covers every shared protocol setting
-        params["protocol"] = protocol.config_hash()
-    m = rs.latest()
-    roster = room_roster(m, spec, frozenset(ops.left_members(rs, m)))
-    from ..neuron.registry import REGISTRIES
-
-    try:
-        plan = compile_plan(spec, Template(topology=template.topology, params=params), roster,
-                            REGISTRIES)  # fmt: skip
-    except PlanError as error:
-        raise RoomError("bad_request", f"{template.topology} cannot run with this room's "
-                        f"members: {error}; invite members for that slot first") from None  # fmt: skip
-    record = RoomRun(name=cfg.node.run, topology=plan.ref, params=params, digest=plan.digest,
-                     protocol=protocol.model_dump(mode="json"),
-                     tick_seconds=cfg.node.tick_seconds, origin=time.time())  # fmt: skip
-    m = ops.start_run(rs, _signer(cfg), record)
-    print(f"run {record.name}: {plan.ref}, plan {plan.digest}, manifest version {m.version}")
+    m, plan, roster = publish_run(rs, _signer(cfg), cfg.node.run, template, cfg.protocol,
+                                  cfg.node.tick_seconds)  # fmt: skip
+    print(f"run {cfg.node.run}: {plan.ref}, plan {plan.digest}, manifest version {m.version}")
     for slot in plan.slots.values():
         for hotkey in roster.in_slot(slot.name):
             script = {"holder": "model_holder"}.get(slot.role, slot.role)
             print(f"  {slot.name:10} {hotkey}: python neurons/{script}.py --room {address} "
-                  f"--run {record.name} --wallet.name ... --storage.bucket ...")  # fmt: skip
+                  f"--run {cfg.node.run} --wallet.name ... --storage.bucket ...")  # fmt: skip
 
 
 def status(cfg: RoomCommand) -> None:
