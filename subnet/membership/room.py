@@ -142,6 +142,9 @@ class RoomMembership:
             if self.refused.get((hotkey, slot)) != why:
                 logger.warning("room {}: {} does not count as {} ({}): its work in this run "
                                "is ignored", self.rooms.room, hotkey, slot, why)  # fmt: skip
+        if self.hotkey in self._roster and self.hotkey not in roster:
+            logger.warning("this node ({}) is no longer a member of room {}: it left or was "
+                           "removed; its work no longer counts", self.hotkey, self.rooms.room)  # fmt: skip
         self.refused, self._roster = refused, roster
         self._readers.pool.update({m.hotkey: m.read for m in self.manifest.body.members
                                    if m.hotkey in roster})  # fmt: skip

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..cli import parse_config, run_guarded
 from ..config import ConfigError, ProtocolConfig, WalletConfig
@@ -60,6 +60,13 @@ class RoomSettings(BaseModel):
     run: str = Field("", description="run, status: the run's name")
     template: str = Field("", description="run: FILE.toml or @beam/NAME@VERSION")
     tick_seconds: float = Field(1.0, gt=0, le=3600, description="run: seconds per tick")
+
+    @field_validator("storage", mode="before")
+    @classmethod
+    def _bucket_or_nothing(cls, value: Any) -> Any:
+        # BEAM_STORAGE_ENDPOINT_URL alone (exported once for every command) names no bucket:
+        # only `create` and `join` need one, and they say so.
+        return None if isinstance(value, dict) and "bucket" not in value else value
 
 
 class RoomCommand(BaseModel):

@@ -53,8 +53,12 @@ def run(tmp_path_factory):
         room.start()
         room.spawn("stranger", "miner")  # never invited
         merged = lambda: [v for v in room.versions() if v["version"] > 0]  # noqa: E731
-        wait_for(room, lambda: any(v["reports"] == 2 for v in merged()), 240,
-                 "a merged version scored by both validators")
+        wait_for(
+            room,
+            lambda: any(v["reports"] == 2 for v in merged()),
+            240,
+            "a merged version scored by both validators",
+        )
         # Revoke validator2's runs.score mid-run; note the window it happened in.
         run_rec = room.rooms().latest().body.run(settings.run)
         ops.revoke(room.rooms(), room.wallet("holder").hotkey, room.hotkeys["validator2"],
