@@ -134,7 +134,7 @@ def read_template(ref: str) -> Any:
 
     if not ref:
         raise ConfigError("--template is required: a FILE.toml or @beam/NAME@VERSION "
-                          "(e.g. @beam/scored-subnet@1.0.0)")  # fmt: skip
+                          "(docs/topologies.md lists them)")  # fmt: skip
     if ref.startswith("@"):
         return Template(topology=ref)
     if not Path(ref).exists():

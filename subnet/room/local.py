@@ -3,7 +3,8 @@
 ``LocalRoom`` is what ``make demo-room`` and the room integration test drive. No chain: the room
 lives in the owner's bucket on a local moto S3 server; the owner creates it and fills the
 holder slot; each validator and miner is invited (by signed invite), redeems it with its own
-wallet, and is admitted; the owner publishes a ``@beam/scored-subnet`` run; then every member
+wallet, and is admitted; the owner publishes a run of subnet mode's template (the scored
+subnet); then every member
 starts as its own OS process through ``neurons/*.py --room ... --run ...``. The run folder is
 laid out like ``make demo``'s, so ``scripts/report.py`` writes the same run page.
 """
@@ -26,7 +27,7 @@ from ..storage.commitment import ReadSettings, encode_commitment
 from ..storage.config import StorageConfig
 from ..storage.local_server import DUMMY_ACCESS_KEY_ID, DUMMY_SECRET_ACCESS_KEY, MotoServer
 from ..storage.s3 import S3Store
-from ..topology import Template
+from ..topology import specs_dir, template_from_file
 from . import ops
 from .address import RoomAddress
 from .invite import make_invite
@@ -123,7 +124,8 @@ class LocalRoom:
                                  3600.0)  # fmt: skip
             ops.join_room(rs, self.wallet(name).hotkey, invite, self.read(name))
         ops.admit(rs, owner)
-        template = Template(topology="@beam/scored-subnet@1.0.0")
+        # Subnet mode's template (the scored subnet), the same spec and roles in a room.
+        template = template_from_file(specs_dir() / "templates" / "subnet.toml")
         publish_run(rs, owner, s.run, template, s.protocol(), s.tick_seconds)
         self._write_run_json()
 
