@@ -29,6 +29,7 @@ from ..topology import SlotPlan
 from ..versions import PublishError, SyncError
 from ..wire import Rejected
 from .gates import GATES
+from .rules import STOP_RULES
 from .runtime import Runtime
 from .state import StateFile
 from .steps import Action, Step
@@ -111,13 +112,28 @@ class BaseNeuron(ABC):
                 handled += 1
                 if max_windows is not None and handled >= max_windows:
                     break
+                if self.finished():
+                    logger.info("{}: the plan's stop rule is met after window {}", self.role,
+                                self.last_window)  # fmt: skip
+                    break
         logger.info("{} stopped after {} windows", self.role, handled)
         return handled
 
+    def finished(self) -> bool:
+        """Whether the plan's stop rule says the run is over."""
+        stop = self.rt.plan.stop
+        return STOP_RULES[stop["rule"]](self, stop)
+
     def advance(self, window: int, offset: int) -> bool:
         """Run or skip the steps of ``window`` due at ``offset``; True once a window's last
-        step has run (a window whose steps were all missed does not count)."""
+        step has run (a window whose steps were all missed does not count).
+
+        Membership is re-read once per window at an idle tick (waiting for a phase or a gate,
+        or done), so the re-read never delays a step; only a roster older than the previous
+        window is re-read right before one.
+        """
         if window <= self.last_window:
+            self.refresh(window)
             return False
         if self.cursor[0] != window:
             self.cursor = (window, 0)
@@ -126,14 +142,17 @@ class BaseNeuron(ABC):
             step = Step(steps[self.cursor[1]], window, offset)
             first, last = self.rt.windows.phase(step.plan.phase)
             if offset < first:
+                self.refresh(window)
                 return False
             if offset > last:
                 logger.warning("{}: step {} missed (offset {} past its phase)", self.role, step,
                                offset)  # fmt: skip
                 self.cursor = (window, self.cursor[1] + 1)
                 continue
-            self.refresh(window)
+            if self.refreshed < window - 1:
+                self.refresh(window)
             if not self.gates_pass(step, last):
+                self.refresh(window)
                 return False
             self.handle(step)
             self.cursor = (window, self.cursor[1] + 1)
@@ -148,10 +167,13 @@ class BaseNeuron(ABC):
         return False
 
     def refresh(self, window: int) -> None:
-        """Re-read membership once per window, before its first step (an outage keeps the old)."""
-        if self.refreshed == window:
-            return
-        self.refreshed = window
+        """Re-read membership once per window (an outage keeps the last roster)."""
+        if self.refreshed != window:
+            self.refreshed = window
+            self.reread()
+
+    def reread(self) -> None:
+        """Refresh membership now; an outage is logged and the last roster kept."""
         try:
             self.rt.membership.refresh()
         except WINDOW_ERRORS as error:
@@ -207,7 +229,7 @@ class BaseNeuron(ABC):
                 raise SetupError(str(why)) from None
             logger.info("waiting: {}", why)
             self.next_setup = now + SETUP_RETRY_S
-            self.rt.membership.refresh()
+            self.reread()  # the missing piece may be a member's new commitment
             return False
         self.resume()
         self.ready = True

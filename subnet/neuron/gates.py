@@ -33,7 +33,7 @@ def version_out(neuron: Any, step: Step) -> bool:
     return neuron.replica.latest_window() >= step.window - 1
 
 
-def uploads_present(neuron: Any, step: Step) -> bool:
+def all_uploads(neuron: Any, step: Step) -> bool:
     """Every member of every writer slot of the lanes the step reads has its object there."""
     rt = neuron.rt
     for name in step.plan.reads:
@@ -56,6 +56,6 @@ def uploads_present(neuron: Any, step: Step) -> bool:
 GATES: Mapping[str, Gate] = {
     "version_out": Gate("version_out", version_out, lambda w: max(1, w.upload_deadline // 4),
                         "version w-1 is out"),
-    "uploads_present": Gate("uploads_present", uploads_present, None,
-                            "all expected uploads of the lanes read are present"),
+    "all_uploads": Gate("all_uploads", all_uploads, None,
+                        "all expected uploads of the lanes read are present"),
 }  # fmt: skip

@@ -34,7 +34,7 @@ from ..versions import VersionPublisher
 from ..wire import Expected, Rejected, fetch_envelope
 from .base import BaseNeuron
 from .replica import checkpoint_bytes
-from .rules import DATA_RULES, MERGE_WEIGHTS, samples_per_window
+from .rules import AGGREGATION_RULES, DATA_RULES, MERGE_WEIGHTS, OUTER_RULES, samples_per_window
 from .runtime import Runtime
 from .state import prefixed, unprefixed
 from .steps import Action, Step
@@ -105,7 +105,8 @@ class ModelHolder(BaseNeuron):
                 "not follow its versions"
             )
         self.grads = rt.read_lane(self.slot, ObjectKind.GRADIENT.value).name
-        self.scores = rt.read_lane(self.slot, ObjectKind.SCORES.value).name
+        # None in topologies without scorers: merge weights then come from units or equality
+        self.scores = rt.lane_read(self.slot, ObjectKind.SCORES.value)
         self.version: int | None = None  # the last version published
         self.unpublished: int | None = None  # a window merged into the model, not yet published
 
@@ -115,7 +116,9 @@ class ModelHolder(BaseNeuron):
         publish_dataset(rt)
         self.data: TokenDataset = rt.dataset()
         self.model = build_model(p.model, vocab_size=self.data.vocab_size, seed=p.seed)
-        self.outer = build_outer_optimizer(p.outer)
+        plan = rt.plan
+        self.aggregation = AGGREGATION_RULES[plan.aggregation["rule"]](p, plan.aggregation)
+        self.outer = build_outer_optimizer(OUTER_RULES[plan.outer["name"]](p, plan.outer))
         self.compressor = build_compressor(p.compression)
         self.publisher = VersionPublisher(rt.store, rt.signer, p.run,
                                           checkpoint_every=p.checkpoint_every,
@@ -131,6 +134,8 @@ class ModelHolder(BaseNeuron):
 
     def trusted(self) -> set[str]:
         """Scorers whose reports count: writers of the score lane holding ``runs.score``."""
+        if self.scores is None:
+            return set()
         roster = self.rt.roster
         return {hk for hk in self.rt.writers(self.scores) if roster.may(hk, "runs.score")}
 
@@ -175,7 +180,7 @@ class ModelHolder(BaseNeuron):
             logger.info("window {}: nothing to merge ({} uploads)", window, len(got.accepted))
             return MergeResult(window, False, weights)
         delta = aggregate([got.accepted[hk].delta for hk in chosen],
-                          [weights[hk] for hk in chosen], p.aggregation)  # fmt: skip
+                          [weights[hk] for hk in chosen], self.aggregation)  # fmt: skip
         self.outer.step(params, delta)
         load_parameters(self.model, params)
         self.unpublished = window

@@ -97,6 +97,13 @@ class Runtime:
                     return self.plan.lanes[name]
         raise KeyError(f"slot {slot.name} of {self.plan.ref} touches no lane of kind {kind}")
 
+    def lane_read(self, slot: SlotPlan, kind: str) -> str | None:
+        """The name of the lane of ``kind`` that ``slot`` touches, or None if it touches none."""
+        try:
+            return self.read_lane(slot, kind).name
+        except KeyError:
+            return None
+
     def writers(self, lane: str) -> list[str]:
         """Hotkeys of the members filling the writer slots of ``lane``, sorted."""
         slots = self.plan.lanes[lane].writers

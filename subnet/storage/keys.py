@@ -33,6 +33,8 @@ class ObjectKind(str, Enum):
     ROOM_MANIFEST = "room-manifest"  # a room's signed roster
     DATASET_SHARD = "dataset-shard"  # token ids of one shard; window = shard index
     DATASET_MANIFEST = "dataset-manifest"  # shard list with a sha256 per shard
+    WEIGHTS = "weights"  # a scorer's normalized weights for a consensus slot, one window
+    DATA_GRANT = "data-grant"  # a lead's grant of data units to a member, one round
 
 
 # The lane an object travels on when the caller names none (the scored subnet's lanes).
@@ -45,6 +47,8 @@ DEFAULT_LANES: dict[ObjectKind, str] = {
     ObjectKind.ROOM_MANIFEST: "room",
     ObjectKind.DATASET_SHARD: "data",
     ObjectKind.DATASET_MANIFEST: "data",
+    ObjectKind.WEIGHTS: "weights",
+    ObjectKind.DATA_GRANT: "grants",
 }
 
 

@@ -54,7 +54,7 @@ class SignedWeights:
     """Normalized scores as a signed object on ``lane`` for a consensus slot, every window."""
 
     def __init__(self, store: ObjectStore, signer: Signer, run: str, lane: str,
-                 kind: ObjectKind = ObjectKind.SCORES) -> None:  # fmt: skip
+                 kind: ObjectKind = ObjectKind.WEIGHTS) -> None:  # fmt: skip
         self.store, self.signer, self.run, self.lane, self.kind = store, signer, run, lane, kind
 
     def offer(self, moving: Mapping[str, float], roster: Roster, *, window: int,

@@ -17,9 +17,11 @@ from subnet.config import BeamConfig, DataConfig, NodeConfig, ProtocolConfig, Wi
 from subnet.data import Document, LocalFolder, build_dataset, build_params, load_corpus
 from subnet.membership import Member, Roster, StaticMembership, StaticReaders
 from subnet.monitor import MetricsSink
+from subnet.neuron.registry import REGISTRIES
 from subnet.neuron.runtime import Runtime
 from subnet.node.plan import subnet_plan
 from subnet.storage.memory import MemoryStore
+from subnet.topology import Template, compile_plan, load_spec
 from subnet.weights import WeightsSet
 
 PERMISSIONS = {
@@ -65,13 +67,19 @@ class World:
         return self.keys[name].ss58_address
 
 
-def make_world(tmp_path: Path, data_dir: Path, roster_names: dict[str, str] | None = None) -> World:
-    """Runtimes for holder, v1, m1, m2 over one roster (``roster_names``: name -> slot)."""
+def make_world(tmp_path: Path, data_dir: Path, roster_names: dict[str, str] | None = None,
+               template: Template | None = None) -> World:  # fmt: skip
+    """Runtimes over one roster (``roster_names``: name -> slot; default holder, v1, m1, m2).
+
+    ``template`` compiles another topology instead of the subnet's, with the same roles.
+    """
     names = roster_names or NAMES
-    keys = {n: Keypair.create_from_uri(f"//{n}") for n in NAMES}
-    stores = {n: MemoryStore(n) for n in NAMES}
+    spec = load_spec(template.topology) if template else None
+    keys = {n: Keypair.create_from_uri(f"//{n}") for n in names}
+    stores = {n: MemoryStore(n) for n in names}
     roster = Roster(tuple(
-        Member(keys[n].ss58_address, frozenset({slot}), PERMISSIONS[slot], uid=i)
+        Member(keys[n].ss58_address, frozenset({slot}),
+               frozenset(spec.roles[slot].permissions) if spec else PERMISSIONS[slot], uid=i)
         for i, (n, slot) in enumerate(names.items())
     ))  # fmt: skip
     protocol = ProtocolConfig(
@@ -80,12 +88,15 @@ def make_world(tmp_path: Path, data_dir: Path, roster_names: dict[str, str] | No
         inner={"steps": 2, "micro_batch": 2},
     )  # fmt: skip
     cfg = BeamConfig(protocol=protocol, node=NodeConfig(data=DataConfig(dir=str(data_dir))))
-    plan = subnet_plan(protocol, roster)
-    readers = StaticReaders({keys[n].ss58_address: stores[n] for n in NAMES})
+    if spec is None:
+        plan = subnet_plan(protocol, roster)
+    else:
+        plan = compile_plan(spec, template, roster, REGISTRIES)
+    readers = StaticReaders({keys[n].ss58_address: stores[n] for n in names})
     world = World(keys, stores, roster)
-    for n in NAMES:
+    for n in names:
         world.runtimes[n] = Runtime(
-            cfg=cfg, role=NAMES[n], signer=keys[n], store=stores[n],
+            cfg=cfg, role=names[n], signer=keys[n], store=stores[n],
             membership=StaticMembership(roster, readers), clock=ManualClock(), plan=plan,
             metrics=MetricsSink(tmp_path / n / "metrics.jsonl"), state_dir=tmp_path / n,
             weights=RecordingWeights(),
@@ -101,5 +112,5 @@ def world(tmp_path: Path, neuron_data_dir: Path) -> World:
 
 @pytest.fixture
 def world_with(tmp_path: Path, neuron_data_dir: Path):
-    """``world_with({name: slot})``: an in-memory subnet with another roster."""
-    return lambda names: make_world(tmp_path, neuron_data_dir, names)
+    """``world_with({name: slot}, template=None)``: another roster, or another topology."""
+    return lambda names, template=None: make_world(tmp_path, neuron_data_dir, names, template)

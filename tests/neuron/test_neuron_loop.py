@@ -163,10 +163,22 @@ def test_a_step_whose_phase_passed_is_missed_and_the_next_still_runs(tmp_path):
     assert neuron.calls == [("report", 0), ("sync", 1), ("publish", 1)]
 
 
-def test_membership_is_refreshed_once_per_window(tmp_path):
+def test_membership_is_refreshed_once_per_window_at_an_idle_tick(tmp_path):
     neuron = make(tmp_path, list(range(0, 30)))
+    at = []
+    original = neuron.rt.membership.refresh
+    neuron.rt.membership.refresh = lambda: at.append(neuron.rt.clock.now()) or original()
     neuron.run()
-    assert neuron.rt.membership.refreshes == 3
+    assert at == [1, 11, 21]  # right after the step (due at offset 0), never in front of it
+
+
+def test_a_stale_roster_is_refreshed_before_the_step(tmp_path):
+    neuron = make(tmp_path, [0, 30])  # window 1 never seen: the roster is two windows old
+    at = []
+    original = neuron.rt.membership.refresh
+    neuron.rt.membership.refresh = lambda: at.append(neuron.rt.clock.now()) or original()
+    neuron.run()
+    assert at == [30]
 
 
 def test_a_gate_holds_a_step_until_it_passes(tmp_path, monkeypatch):
@@ -219,3 +231,13 @@ def test_setup_that_is_not_ready_is_retried_at_later_ticks(tmp_path, monkeypatch
     neuron.setup = setup
     assert neuron.run() == 2
     assert tries[:3] == [0, 0, 1]  # once before the loop, then at each tick until ready
+    # membership re-read after each miss (a new commitment may be what was missing), then per window
+    assert neuron.rt.membership.refreshes == 2 + 2
+
+
+def test_the_loop_stops_when_the_plans_stop_rule_is_met(tmp_path):
+    rounds = plan(step())
+    rounds = RunPlan(**{**rounds.__dict__, "stop": {"rule": "rounds", "rounds": 2}})
+    neuron = make(tmp_path, list(range(0, 50)), rounds)
+    assert neuron.run() == 2
+    assert neuron.last_window == 1

@@ -110,3 +110,41 @@ def test_reports_count_only_from_members_allowed_to_score(world):
 
 def _name(world, hotkey: str) -> str:
     return next(n for n in world.keys if world.hotkey(n) == hotkey)
+
+
+def test_the_same_roles_run_diloco_from_its_spec(world_with):
+    """No scorers, every worker waited for (``all_uploads``), equal weights, Nesterov outer
+    step, and the stop rule after two rounds: all from ``topologies/diloco.toml``."""
+    from subnet.topology import Template
+
+    template = Template(topology="@beam/diloco@1.0.0", params={"rounds": 2})
+    world = world_with({"holder": "lead", "m1": "worker", "m2": "worker"}, template)
+    lead = ModelHolder(world.runtimes["holder"])
+    assert lead.try_setup() and lead.scores is None and lead.outer.momentum == 0.9
+    workers = [Miner(world.runtimes[n]) for n in ("m1", "m2")]
+    for window in (0, 1):
+        assert not lead.finished()
+        for worker in workers:
+            assert run_at(worker, 10 * window) == 1
+        assert run_at(lead, 10 * window + 6) == 1
+    versions = records(lead.rt, "version")
+    assert [v["version"] for v in versions] == [0, 1, 2]
+    halves = {world.hotkey("m1"): 0.5, world.hotkey("m2"): 0.5}
+    assert all(v["contributors"] == halves and v["reports"] == 0 for v in versions[1:])
+    assert lead.finished()  # stop: rounds = 2
+
+
+def test_all_uploads_holds_the_lead_until_every_worker_sent(world_with):
+    from subnet.neuron.steps import Step
+    from subnet.topology import Template
+
+    template = Template(topology="@beam/diloco@1.0.0")
+    world = world_with({"holder": "lead", "m1": "worker", "m2": "worker"}, template)
+    lead = ModelHolder(world.runtimes["holder"])
+    lead.try_setup()
+    merge = lead.slot.steps[0]
+    assert merge.gates == ("all_uploads",)
+    worker = Miner(world.runtimes["m1"])
+    run_at(worker, 0)
+    assert not lead.gates_pass(Step(merge, 0, 6), last=9)  # m2 has not uploaded
+    assert lead.gates_pass(Step(merge, 0, 9), last=9)  # lapsed: merge what there is

@@ -110,3 +110,22 @@ def test_a_score_report_parses():
     from subnet.neuron.holder import parse_report
 
     assert parse_report('{"a": 0.5, "b": 0}') == {"a": 0.5, "b": 0.0}
+
+
+def test_an_upload_on_another_lane_is_not_read_as_this_lanes(world):
+    rt, shapes, compressor, params = world
+    signer = Keypair.create_from_uri("//elsewhere")
+    store = MemoryStore("elsewhere")
+    metadata = {"receipt": sample_receipt(assigned(signer.ss58_address)), "tokens": "1",
+                "plan": rt.plan.digest}  # fmt: skip
+    publish_envelope(store, signer=signer, run=rt.cfg.protocol.run, kind=ObjectKind.GRADIENT,
+                     window=WINDOW, tensors=compressor.encode(params), base_version=VERSION,
+                     metadata=metadata, lane="grads-b")  # fmt: skip
+    rt.readers.stores[signer.ss58_address] = store
+    kw = {"base_version": VERSION, "compressor": compressor, "shapes": shapes,
+          "assigned": assigned}  # fmt: skip
+    assert collect_uploads(rt, WINDOW, [signer.ss58_address], lane="grads", **kw).missing == {
+        signer.ss58_address
+    }
+    got = collect_uploads(rt, WINDOW, [signer.ss58_address], lane="grads-b", **kw)
+    assert set(got.accepted) == {signer.ss58_address}
