@@ -5,7 +5,7 @@ Each refresh follows the room's manifest versions (every one verified: see
 
 - the **roster**: each member in the slots its invite named that exist in the run's topology,
   *only while it holds what the slot needs* (the slot's permissions; ``run.lead`` or
-  ``data.grant`` where the slot holds them). A member that lacks one (a revoked ``runs.score``)
+  ``data.grant`` where the slot holds them; ``data.grant`` for the slot that serves the data). A member that lacks one (a revoked ``runs.score``)
   drops out of the slot, with a logged reason, so every role ignores its work from the next
   window on: the holder its scores, validators and the holder its uploads;
 - the **readers**: this node gets a reader for a member's bucket only where it may read a lane
@@ -35,9 +35,21 @@ HOLD_PERMISSIONS = ("run.lead", "data.grant")
 
 
 def slot_needs(spec: TopologySpec) -> dict[str, frozenset[str]]:
-    """Slot name -> the permissions a member needs to count in it."""
-    return {name: frozenset(role.permissions) | (frozenset(role.holds) & set(HOLD_PERMISSIONS))
-            for name, role in spec.roles.items()}  # fmt: skip
+    """Slot name -> the permissions a member needs to count in it.
+
+    The slot whose members serve the run's data (the one holding ``data.grant``, else the one
+    holding the model: see ``Runtime.data_owner``) needs ``data.grant``, so data units only
+    ever come from a member granted it.
+    """
+    needs = {name: frozenset(role.permissions) | (frozenset(role.holds) & set(HOLD_PERMISSIONS))
+             for name, role in spec.roles.items()}  # fmt: skip
+    for hold in ("data.grant", "model"):
+        serving = [name for name, role in spec.roles.items() if hold in role.holds]
+        if serving:
+            for name in serving:
+                needs[name] |= {"data.grant"}
+            break
+    return needs
 
 
 def room_roster(manifest: Manifest, spec: TopologySpec, gone: frozenset[str] = frozenset(),

@@ -120,12 +120,9 @@ class Runtime:
         """The member whose bucket serves the dataset: the data-grant slot's, else the model's."""
         for hold in ("data.grant", "model"):
             for slot in self.plan.slots.values():
-                # Data only ever comes from a member granted data.grant (rooms revoke it).
-                owners = [hk for hk in self.roster.in_slot(slot.name)
-                          if self.roster.may(hk, "data.grant")]  # fmt: skip
-                if hold in slot.holds and owners:
-                    return owners[0]
-        raise NotReady("no member holding the model or a data grant has data.grant yet")
+                if hold in slot.holds and self.roster.in_slot(slot.name):
+                    return self.roster.in_slot(slot.name)[0]
+        raise NotReady("no member holds the model or a data grant yet")
 
     def dataset(self) -> TokenDataset:
         """The protocol's dataset, read from its owner's bucket; NotReady (with why) if absent."""
