@@ -35,7 +35,7 @@ def main() -> int:
         "--preset", default="tiny", help="model preset: tiny, small, hypertrain-20m"
     )
     parser.add_argument("--tick-seconds", type=float, default=0.5, help="seconds per tick")
-    parser.add_argument("--window-ticks", type=int, default=20, help="ticks per window")
+    parser.add_argument("--window-ticks", type=int, default=40, help="ticks per window")
     parser.add_argument("--run-dir", default=None, help="default: runs/room-<time>")
     args = parser.parse_args()
     setup_logging(node="demo-room")
