@@ -141,8 +141,10 @@ def make_redemption(signer: Signer, invite_raw: bytes, read: str) -> bytes:
     return sign_doc(signer, REDEMPTION, body.model_dump(mode="json"))
 
 
-def check_redemption(raw: bytes, manifest: RoomManifest, written: datetime | float) -> RoomMember:
-    """The member a redemption admits, or RoomError with the reason.
+def check_redemption(
+    raw: bytes, manifest: RoomManifest, written: datetime | float
+) -> tuple[RoomMember, str]:
+    """The member a redemption admits and the invite nonce it uses, or RoomError with the reason.
 
     ``written`` is when the storage server says the redemption was written: the invite must
     not have expired by then (the joiner's own clock is not trusted).
@@ -156,10 +158,11 @@ def check_redemption(raw: bytes, manifest: RoomManifest, written: datetime | flo
     if manifest.member(doc.signer) is not None:
         raise RoomError("already_member", f"{doc.signer} is a member already")
     try:
-        return RoomMember(hotkey=doc.signer, read=claim.read, permissions=list(invite.permissions),
-                          slots=list(invite.slots), since=manifest.version + 1)  # fmt: skip
+        member = RoomMember(hotkey=doc.signer, read=claim.read, permissions=list(invite.permissions),
+                            slots=list(invite.slots), since=manifest.version + 1)  # fmt: skip
     except ValidationError as error:
         raise RoomError("malformed", str(error).splitlines()[-1].strip()) from None
+    return member, invite.nonce
 
 
 def make_leave(signer: Signer, manifest: RoomManifest) -> bytes:

@@ -86,7 +86,11 @@ def admit(rs: RoomStore, admitter: Signer) -> AdmitResult:
         if key.rsplit("/", 1)[-1].removesuffix(".json") in redeemed:
             continue  # admitted (or refused as reused) already
         try:
-            member = check_redemption(raw, m.body, written)
+            member, nonce = check_redemption(raw, m.body, written)
+            if key != rs.redemption_key(nonce):  # else the real nonce would stay unrecorded
+                raise RoomError("malformed", "a redemption must sit under its invite's nonce")
+            if nonce in redeemed:  # redeemed earlier in this same pass
+                raise RoomError("reused", f"invite {nonce[:8]} was redeemed already")
             if member.hotkey in members:
                 raise RoomError("already_member", f"{member.hotkey} is a member already")
         except RoomError as error:
@@ -94,7 +98,7 @@ def admit(rs: RoomStore, admitter: Signer) -> AdmitResult:
             logger.info("refused redemption {}: {}", key, error)
             continue
         members[member.hotkey] = member
-        redeemed.append(key.rsplit("/", 1)[-1].removesuffix(".json"))
+        redeemed.append(nonce)
         out.admitted.append(member.hotkey)
     if admitter.ss58_address == m.body.owner:
         out.left = [hk for hk in left_members(rs, m) if hk in members and hk != m.body.owner]

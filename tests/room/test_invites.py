@@ -127,3 +127,14 @@ def test_an_admitter_grants_only_what_it_holds(room) -> None:
     result = admit(room, key("Adm"))  # the admitter publishes; readers accept it
     assert result.admitted == [key("Miner").ss58_address]
     assert room.latest().version == result.manifest.version == 3
+
+
+def test_a_redemption_planted_under_another_key_is_refused(room) -> None:
+    # Recorded under the wrong nonce, the real invite would stay reusable.
+    raw = _invite(room)
+    redemption = make_redemption(key("Val"), raw, read_of("beam-val"))
+    room.store.put(room.redemption_key("0" * 32), redemption)
+    result = admit(room, key("Owner"))
+    assert result.admitted == [] and list(result.refused.values()) == ["malformed"]
+    join_room(room, key("Val"), raw, read_of("beam-val"))  # the real one still works, once
+    assert admit(room, key("Owner")).admitted == [key("Val").ss58_address]
