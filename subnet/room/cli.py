@@ -19,6 +19,7 @@ from ..cli import parse_config, run_guarded
 from ..config import ConfigError, ProtocolConfig, WalletConfig
 from ..storage.base import StorageError
 from ..storage.config import StorageConfig
+from ..topology import PlanError
 from .errors import RoomError
 
 VERBS = ("create", "invite", "join", "admit", "members", "revoke", "leave", "run", "status")
@@ -106,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
             fix = FIXES.get(error.reason)
             raise RoomError(
                 error.reason, f"{error.detail}; {fix}" if fix else error.detail
+            ) from None
+        except PlanError as error:  # a run of a topology this Beam does not know
+            raise RoomError(
+                "bad_request", f"{error}; install the Beam version the run uses"
             ) from None
         except StorageError as error:
             raise RoomError("unreachable", f"{error}; check --room, --storage.* and that "

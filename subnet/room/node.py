@@ -85,7 +85,13 @@ def build_room_runtime(cfg: BeamConfig, role: str) -> Runtime:
         raise SetupError(f"the room at {node.room} is not readable: {error}") from None
     except PlanError as error:
         raise SetupError(f"run {node.run!r} cannot run with the room's members: {error}") from None
-    protocol = ProtocolConfig.model_validate(run.protocol)
+    except ValueError as error:  # a run record this Beam cannot read (template parameters)
+        raise SetupError(f"run {node.run!r} is not readable by this Beam: {error}") from None
+    try:
+        protocol = ProtocolConfig.model_validate(run.protocol)
+    except ValueError as error:
+        raise SetupError(f"run {node.run!r} pins protocol settings this Beam does not accept "
+                         f"({str(error).splitlines()[0]}); install the run's Beam version") from None  # fmt: skip
     if cfg.protocol != ProtocolConfig() and cfg.protocol != protocol:
         logger.warning("ignoring local protocol settings: run {} pins its own", run.name)
     cfg = cfg.model_copy(update={"protocol": protocol})
