@@ -126,10 +126,18 @@ def test_data_comes_only_from_a_data_grant_holder(world, tmp_path) -> None:
 
 def test_a_leave_counts_at_once(world) -> None:
     rs, member, _ = world
-    holder = member("Owner")
+    holder, m2 = member("Owner"), member("M2")
     leave(rs, key("M2"))
     holder.refresh()
     assert hk("M2") not in holder.roster and holder.readers.get(hk("M2")) is None
+    lines: list[str] = []
+    sink = logger.add(lines.append, level="WARNING")
+    try:
+        m2.refresh()
+    finally:
+        logger.remove(sink)
+    assert any("is no longer a member of room lab" in line for line in lines)
+    assert m2.readers.get(hk("Owner")) is None  # a member that left reads nobody
 
 
 def test_a_rolled_back_pointer_keeps_the_verified_view(world) -> None:
