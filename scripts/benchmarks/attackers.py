@@ -1,8 +1,8 @@
 """Attacker miners for the adversarial benchmark and its test (never part of ``subnet/``).
 
 Each attacker is the real ``Miner`` with one behaviour changed, written as an attacker who has
-read the code would: it keeps a valid receipt of its own assignment, the right config hash and
-base version, and signs with its own hotkey, so only the defences under test can stop it.
+read the code would: it keeps a valid receipt of its own assignment, the right plan digest and
+base version, writes on the plan's gradient lane and signs with its own hotkey, so only the defences under test can stop it.
 
     python scripts/benchmarks/attackers.py <miner flags> --attack KIND[:VICTIM,VICTIM...]
 
@@ -26,8 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from subnet.data import random_sample_ids, sample_receipt  # noqa: E402
 from subnet.model import build_model  # noqa: E402
-from subnet.neuron.entry import run_role  # noqa: E402
-from subnet.neuron.miner import Miner, Upload, assignment, samples_per_window  # noqa: E402
+from subnet.neuron.miner import Miner, Upload  # noqa: E402
+from subnet.neuron.rules import DATA_RULES, samples_per_window  # noqa: E402
+from subnet.neuron.steps import Step  # noqa: E402
+from subnet.node.entry import run_role  # noqa: E402
 from subnet.storage.base import ObjectNotFound, StorageError  # noqa: E402
 from subnet.storage.keys import ObjectKind, object_key  # noqa: E402
 from subnet.training import load_parameters, pseudo_gradient, train_inner  # noqa: E402
@@ -39,21 +41,31 @@ class Attacker(Miner):
     """Shared helpers: who the others are, a valid-looking metadata block, polling peers."""
 
     victims: tuple[str, ...] = ()
+    lane: str | None = None  # the gradient lane the plan's ``train`` step writes
+
+    def train(self, step: Step) -> Upload:
+        """The ``train`` action, remembering the step's lane (the attacks read and write it)."""
+        self.lane = step.lane
+        return super().train(step)
+
+    actions = {"train": train}
 
     def others(self) -> list[str]:
-        """Miners to copy from: the named victims, or every other registered non-validator."""
+        """Miners to copy from: the named victims, or every other writer of the gradient lane."""
         if self.victims:
             return list(self.victims)
-        graph = self.rt.refresh_readers()
-        holder = self.rt.cfg.protocol.holder_hotkey
-        return [n.hotkey for n in graph.neurons
-                if not n.validator_permit and n.hotkey not in (holder, self.rt.hotkey)]  # fmt: skip
+        return [hk for hk in self.rt.writers(self.lane) if hk != self.rt.hotkey]
+
+    def key(self, window: int, hotkey: str) -> str:
+        """The object key of ``hotkey``'s upload of ``window`` on the gradient lane."""
+        return object_key(self.rt.cfg.protocol.run, ObjectKind.GRADIENT, window, hotkey,
+                          lane=self.lane)  # fmt: skip
 
     def metadata(self, window: int, tokens: str = "0") -> dict[str, str]:
         """What an honest upload's metadata says, for this attacker's own assignment."""
-        ids = assignment(self.rt, self.data, window)(self.rt.hotkey)
+        ids = DATA_RULES[self.rt.plan.data_rule](self.rt, self.data, window)(self.rt.hotkey)
         return {"receipt": sample_receipt(ids), "samples": str(len(ids)), "tokens": tokens,
-                "loss": "0.0", "config_hash": self.rt.cfg.protocol.config_hash()}  # fmt: skip
+                "loss": "0.0", "plan": self.rt.plan.digest}  # fmt: skip
 
     def fetch(self, hotkey: str, window: int, base_version: int | None) -> Envelope | None:
         """``hotkey``'s verified upload of ``window``, or None if it is not (yet) readable."""
@@ -61,7 +73,7 @@ class Attacker(Miner):
         if reader is None:
             return None
         expected = Expected(self.rt.cfg.protocol.run, window, ObjectKind.GRADIENT, hotkey,
-                            base_version=base_version)  # fmt: skip
+                            base_version=base_version, lane=self.lane)  # fmt: skip
         try:
             return fetch_envelope(reader, expected, None, max_bytes=self.rt.max_bytes)
         except (ObjectNotFound, StorageError, Rejected):
@@ -70,26 +82,24 @@ class Attacker(Miner):
     def poll(self, window: int) -> tuple[str, Envelope] | None:
         """The first victim upload of ``window`` to appear before the deadline, polled often."""
         w = self.rt.cfg.protocol.window
-        last_block = self.rt.clock.start(window) + w.upload_deadline - 1
-        while self.rt.chain.block() <= last_block and not self.stop_event.is_set():
+        last_tick = self.rt.windows.start(window) + w.upload_deadline - 1
+        while self.rt.clock.now() <= last_tick and not self.stop_event.is_set():
             for hotkey in self.others():
                 envelope = self.fetch(hotkey, window, self.replica.version)
                 if envelope is not None:
                     return hotkey, envelope
-            time.sleep(
-                0.25
-            )  # a quarter block at the benchmark's pace: the same block as the victim
+            time.sleep(0.25)  # a quarter block at the benchmark's pace: the victim's block
         return None
 
     def decoded(self, envelope: Envelope) -> dict[str, torch.Tensor]:
         shapes = {k: tuple(v.shape) for k, v in self.replica.state.items()}
         return self.compressor.decode(envelope.tensors, shapes)
 
-    def publish(self, window: int, result: Upload | None) -> None:
+    def publish(self, window: int, result: Upload | None, lane: str | None = None) -> None:
         if result is None:
             logger.info("attacker: nothing to send in window {}", window)
             return
-        super().publish(window, result)
+        super().publish(window, result, lane=lane)
 
 
 class Copier(Attacker):
@@ -212,12 +222,13 @@ class FreeRider(Attacker):
 class LateUploader(Attacker):
     """Trains honestly but uploads only after the upload deadline has passed."""
 
-    def publish(self, window: int, result: Upload | None) -> None:
+    def publish(self, window: int, result: Upload | None, lane: str | None = None) -> None:
         w = self.rt.cfg.protocol.window
-        self.rt.chain.wait_for_block(
-            self.rt.clock.start(window) + w.upload_deadline + 1, timeout=120
-        )
-        super().publish(window, result)
+        after = self.rt.windows.start(window) + w.upload_deadline + 1
+        give_up = time.monotonic() + 120
+        while self.rt.clock.now() < after and time.monotonic() < give_up:
+            time.sleep(0.25)
+        super().publish(window, result, lane=lane)
 
 
 class MalformedSender(Attacker):
@@ -225,9 +236,10 @@ class MalformedSender(Attacker):
 
     def step(self, window: int) -> bytes:
         honest = super().step(window)
-        blob = encode_envelope(signer=self.rt.wallet.hotkey, run=self.rt.cfg.protocol.run,
+        blob = encode_envelope(signer=self.rt.signer, run=self.rt.cfg.protocol.run,
                                kind=ObjectKind.GRADIENT, window=window, tensors=honest.payload,
-                               base_version=self.replica.version, metadata=honest.metadata)  # fmt: skip
+                               base_version=self.replica.version, metadata=honest.metadata,
+                               lane=self.lane)  # fmt: skip
         variants = [
             b"BEAM" + os.urandom(64),  # garbage after the magic
             blob[: len(blob) // 2],  # truncated
@@ -236,29 +248,25 @@ class MalformedSender(Attacker):
         ]
         return variants[window % len(variants)]
 
-    def publish(self, window: int, result) -> None:
-        key = object_key(self.rt.cfg.protocol.run, ObjectKind.GRADIENT, window, self.rt.hotkey)
-        self.rt.store.put(key, result)
+    def publish(self, window: int, result, lane: str | None = None) -> None:
+        self.rt.store.put(self.key(window, self.rt.hotkey), result)
 
 
 class EnvelopeReplayer(Attacker):
     """Puts another miner's signed envelope of the previous window, byte for byte, under its key."""
 
     def step(self, window: int) -> bytes | None:
-        run = self.rt.cfg.protocol.run
         for hotkey in self.others():
             reader = self.rt.readers.get(hotkey)
             try:
-                return reader.get(object_key(run, ObjectKind.GRADIENT, window - 1, hotkey),
-                                  self.rt.max_bytes)  # fmt: skip
+                return reader.get(self.key(window - 1, hotkey), self.rt.max_bytes)
             except (ObjectNotFound, StorageError, AttributeError):
                 continue
         return None
 
-    def publish(self, window: int, result) -> None:
+    def publish(self, window: int, result, lane: str | None = None) -> None:
         if result is not None:
-            key = object_key(self.rt.cfg.protocol.run, ObjectKind.GRADIENT, window, self.rt.hotkey)
-            self.rt.store.put(key, result)
+            self.rt.store.put(self.key(window, self.rt.hotkey), result)
 
 
 ATTACKS: dict[str, type[Attacker]] = {

@@ -24,7 +24,6 @@ def merge_weights(
     reports: Mapping[str, Mapping[str, float]],
     trusted: Set[str],
     contributors: Mapping[str, int],
-    standing: Mapping[str, float] | None = None,
 ) -> dict[str, float]:
     """Weight of each contributor's pseudo-gradient in this window's merge, summing to 1.
 
@@ -35,16 +34,10 @@ def merge_weights(
     as 0, since a missing report more often means the validator could not fetch the upload than a
     judgement on it. A contributor no trusted validator scored, or whose median is <= 0, gets 0.
 
-    When no trusted validator scored any contributor (none reported this window: at bootstrap,
-    or because the reports came late), each contributor is weighted by its ``standing`` instead
-    (its incentive on chain: the validators' consensus over past windows), so a window whose
-    reports are missing does not hand copiers and free riders an equal share; only when nobody
-    has standing either (true bootstrap) is it weighted by its ``contributors`` units trained
-    (samples or tokens), so training still advances. Mixing scores with either within one
-    window would put them on one scale, so each fallback is all or nothing. A window that was
-    scored but where every median is 0 (no upload proved its work, e.g. by chance on a small
-    subnet) is weighted by standing too, or not merged at all when nobody has any: never by
-    units, which would pay what the validators just judged worthless.
+    When no trusted validator scored any contributor (none reported this window, e.g. at
+    bootstrap), each contributor is weighted by its ``contributors`` units trained (samples or
+    tokens) instead, so training still advances. Mixing the two within one window would put
+    scores and units on one scale, so the fallback is all or nothing.
 
     Returns every contributor, normalized to sum 1, or an empty dict when all weights are 0.
     """
@@ -53,10 +46,6 @@ def merge_weights(
         scores = _trusted_scores(reports, trusted, miner)
         if scores:
             medians[miner] = statistics.median(scores)
-    scored = normalize({m: medians.get(m, 0.0) for m in sorted(contributors)})
-    if scored:
-        return scored
-    ranked = normalize({m: float((standing or {}).get(m, 0.0)) for m in sorted(contributors)})
-    if ranked or medians:
-        return ranked
-    return normalize({m: float(units) for m, units in sorted(contributors.items())})
+    if not medians:
+        return normalize({m: float(units) for m, units in sorted(contributors.items())})
+    return normalize({m: medians.get(m, 0.0) for m in sorted(contributors)})

@@ -47,6 +47,9 @@ class StorageConfig(BaseModel):
     addressing_style: str = "auto"  # "auto" | "path" | "virtual"
     connect_timeout_s: float = Field(default=5.0, gt=0)
     read_timeout_s: float = Field(default=30.0, gt=0)  # per socket read, not per object
+    # Per call, every attempt and the whole body included: this much, plus size / min rate.
+    object_deadline_s: float = Field(default=60.0, gt=0)
+    min_rate_bytes_s: float = Field(default=1 * MIB, gt=0)  # slower than this is cut off
     max_attempts: int = Field(default=5, ge=1, le=20)  # total attempts per call, first included
     backoff_base_s: float = Field(default=0.25, ge=0)  # first retry waits up to this, then doubles
     backoff_max_s: float = Field(default=8.0, ge=0)

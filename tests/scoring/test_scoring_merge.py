@@ -54,26 +54,3 @@ def test_all_zero_gives_empty() -> None:
     assert merge_weights(zero_scores, TRUSTED, UNITS) == {}
     assert merge_weights({}, TRUSTED, {"m1": 0, "m2": 0}) == {}
     assert merge_weights({}, TRUSTED, {}) == {}
-
-
-def test_without_reports_the_chain_standing_weights_before_units() -> None:
-    # Late reports must not hand a copier an equal share: incentive on chain decides first.
-    standing = {"m1": 0.6, "m2": 0.2, "copier": 0.0}
-    units = {"m1": 100, "m2": 100, "copier": 100}
-    assert merge_weights({}, TRUSTED, units, standing) == pytest.approx(
-        {"m1": 0.75, "m2": 0.25, "copier": 0.0}
-    )
-    # Nobody has standing yet (bootstrap): units.
-    assert merge_weights({}, TRUSTED, units, {"m1": 0.0}) == pytest.approx(
-        {"m1": 1 / 3, "m2": 1 / 3, "copier": 1 / 3}
-    )
-
-
-def test_a_window_where_nothing_proved_its_work_falls_back_to_standing_never_to_units() -> None:
-    reports = {"v1": {"m1": 0.0, "m2": 0.0, "copier": 0.0}}
-    units = {"m1": 100, "m2": 100, "copier": 100}
-    standing = {"m1": 0.5, "m2": 0.5}
-    assert merge_weights(reports, TRUSTED, units, standing) == pytest.approx(
-        {"m1": 0.5, "m2": 0.5, "copier": 0.0}
-    )
-    assert merge_weights(reports, TRUSTED, units, {}) == {}
