@@ -22,7 +22,8 @@ from ..compression import ErrorFeedback, Payload, build_compressor, payload_nbyt
 from ..data import sample_receipt
 from ..monitor.progress import progress
 from ..storage.keys import ObjectKind
-from ..training import build_inner_optimizer, pseudo_gradient, train_inner
+from ..training import build_inner_optimizer, pseudo_gradient
+from ..training.distributed import Trainer
 from ..wire import publish_envelope
 from .base import BaseNeuron
 from .replica import Replica
@@ -60,6 +61,7 @@ class Miner(BaseNeuron):
         self.optimizer = build_inner_optimizer(self.replica.model, p.inner)
         self.compressor = build_compressor(p.compression)
         self.ef = ErrorFeedback(p.compression.ef_decay)
+        self.trainer = Trainer(self.rt.cfg.node.parallel)  # one process, or rank 0 of torchrun
         self.sync_seconds = 0.0
 
     def train(self, step: Step) -> Upload:
@@ -84,7 +86,7 @@ class Miner(BaseNeuron):
         start = self.replica.snapshot()
         batches = progress(self.data.batches(ids, p.inner.micro_batch), desc=f"window {window}",
                            total=p.inner.steps * p.inner.accumulation, unit="batch")  # fmt: skip
-        result = train_inner(self.replica.model, batches, p.inner, self.optimizer)
+        result = self.trainer.train(self.replica.model, batches, p.inner, self.optimizer)
         delta = pseudo_gradient(start, self.replica.model)
         if not math.isfinite(result.mean_loss) or not all(
             bool(d.isfinite().all()) for d in delta.values()
