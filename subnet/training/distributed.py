@@ -39,6 +39,7 @@ from subnet.model import ModelConfig, build_model
 from subnet.training.config import InnerConfig
 from subnet.training.inner import Batch, InnerResult, build_inner_optimizer, train_inner
 from subnet.training.parallel import Engine, ParallelConfig, build_engine
+from subnet.training.precision import bf16_native
 
 _ACTIVE: Group | None = None
 
@@ -197,6 +198,7 @@ class Trainer:
         self.config = config or ParallelConfig()
         self.group = group if group is not None else _ACTIVE
         self._compiled: tuple[nn.Module, nn.Module] | None = None
+        self._warned = False
 
     def train(
         self,
@@ -206,6 +208,12 @@ class Trainer:
         optimizer: torch.optim.Optimizer,
     ) -> InnerResult:
         """Train ``model`` in place on ``batches``, like :func:`train_inner`, on every rank."""
+        if cfg.bf16_autocast and not self._warned:
+            self._warned = True
+            device = next(model.parameters()).device
+            if not bf16_native(device):
+                logger.warning("bf16 autocast on {} without native bf16 matmuls: expect it to "
+                               "run slower than fp32 (docs/benchmarks.md)", device)  # fmt: skip
         if self.group is None or self.group.world == 1:
             return train_inner(self._maybe_compiled(model), batches, cfg, optimizer)
         stacked = _stack(batches, cfg)
