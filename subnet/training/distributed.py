@@ -27,6 +27,8 @@ import contextlib
 import datetime
 import os
 import re
+import signal
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -72,7 +74,14 @@ class Group:
         return self.rank == 0
 
     def serve(self) -> int:
-        """Ranks > 0: train every job rank 0 sends until it sends stop; returns the exit status."""
+        """Ranks > 0: train every job rank 0 sends until it sends stop; returns the exit status.
+
+        SIGINT and SIGTERM are ignored here: torchrun and a terminal signal every rank at once,
+        and rank 0 finishes its window (with this rank's help) before it sends stop.
+        """
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, signal.SIG_IGN)
         logger.info("rank {}/{} serving training jobs", self.rank, self.world)
         try:
             while (header := self._receive_header()) is not None:
@@ -267,7 +276,7 @@ def world_size() -> int:
 def launch(config: ParallelConfig, device: str, micro_batch: int) -> Iterator[Group | None]:
     """Join the torchrun process group when there is one (``WORLD_SIZE`` > 1), else yield None.
 
-    On CUDA each rank uses ``cuda:LOCAL_RANK``. Leaving the block on rank 0 tells the serving
+    On CUDA each rank uses ``cuda:LOCAL_RANK`` and NCCL. Leaving the block on rank 0 tells the serving
     ranks to stop; every rank then leaves the process group.
 
     Raises:
@@ -286,10 +295,15 @@ def launch(config: ParallelConfig, device: str, micro_batch: int) -> Iterator[Gr
             f"run a number of ranks that divides it (torchrun --nproc_per_node)"
         )
     rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+    backend = "gloo"
     if device.startswith("cuda"):
-        torch.cuda.set_device(local)
-        device = f"cuda:{local}"
-    backend = "nccl" if device.startswith("cuda") else "gloo"
+        gpus = torch.cuda.device_count()
+        torch.cuda.set_device(local % gpus)
+        device = f"cuda:{local % gpus}"
+        # NCCL refuses two ranks on one GPU; ranks sharing one (a smoke test) fall back to gloo.
+        backend = "nccl" if gpus >= int(os.environ.get("LOCAL_WORLD_SIZE", world)) else "gloo"
+        if backend == "gloo":
+            logger.warning("{} ranks share {} GPU(s): using gloo, not NCCL", world, gpus)
     work_timeout = datetime.timedelta(seconds=config.timeout_s)
     idle_timeout = datetime.timedelta(seconds=config.idle_timeout_s)
 

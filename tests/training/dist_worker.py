@@ -31,12 +31,14 @@ def window_batches(window: int, vocab: int) -> list[tuple[torch.Tensor, torch.Te
     return [(s[:, :-1], s[:, 1:]) for s in seqs]
 
 
-def train_windows(trainer: Trainer, windows: int = 2, die_after: int = -1) -> dict[str, object]:
+def train_windows(
+    trainer: Trainer, windows: int = 2, die_after: int = -1, device: str = "cpu"
+) -> dict[str, object]:
     """What a miner would upload for each window (payload tensors), plus the raw deltas."""
     from subnet.model import build_model
     from subnet.training import load_parameters
 
-    model = build_model("tiny", seed=0)
+    model = build_model("tiny", seed=0, device=device)
     optimizer = build_inner_optimizer(model, INNER)
     ef = ErrorFeedback(0.95)
     compressor = build_compressor(CompressionConfig())
@@ -61,20 +63,22 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--die", type=int, default=-1, help="this rank crashes (see above)")
     parser.add_argument("--timeout", type=float, default=30.0)
+    parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     torch.set_num_threads(1)
     logger.remove()
     logger.add(sys.stderr, format="{message}")
     config = ParallelConfig(mode=args.mode, timeout_s=args.timeout, idle_timeout_s=args.timeout)
     try:
-        with launch(config, "cpu", INNER.micro_batch) as group:
+        with launch(config, args.device, INNER.micro_batch) as group:
             assert group is not None
             if group.rank == args.die and args.die > 0:
                 os._exit(3)
             if not group.is_main:
                 return group.serve()
             die_after = 0 if args.die == 0 else -1
-            torch.save(train_windows(Trainer(config), die_after=die_after), args.out)
+            out = train_windows(Trainer(config), die_after=die_after, device=args.device)
+            torch.save(out, args.out)
     except RankFailure as error:
         logger.error("miner stopped: {}", error)
         return 1
