@@ -34,7 +34,7 @@ import torch
 
 sys.path.insert(0, "tests/training")
 from dist_worker import train_windows  # noqa: E402
-from subnet.training.distributed import Trainer  # noqa: E402
+from subnet.training.trainer import Trainer  # noqa: E402
 
 out = Path(sys.argv[1])
 with socket.socket() as s:

@@ -29,9 +29,9 @@ from torch import nn
 from benchmarks.common import environment, setup, sync
 from subnet.model import ModelConfig, build_model
 from subnet.training import InnerConfig, build_inner_optimizer
-from subnet.training.distributed import Trainer
 from subnet.training.parallel import ParallelConfig
 from subnet.training.precision import bf16_native
+from subnet.training.trainer import Trainer
 
 TARGET_OVERHEAD = 1.05
 

@@ -23,7 +23,7 @@ from ..data import sample_receipt
 from ..monitor.progress import progress
 from ..storage.keys import ObjectKind
 from ..training import build_inner_optimizer, pseudo_gradient
-from ..training.distributed import Trainer
+from ..training.trainer import Trainer
 from ..wire import publish_envelope
 from .base import BaseNeuron
 from .replica import Replica

@@ -10,7 +10,7 @@ from loguru import logger
 from ..cli import parse_config, run_guarded
 from ..logs import setup_logging
 from ..neuron.base import BaseNeuron
-from ..training.distributed import RankFailure, launch
+from ..training.distributed import RankFailure, launch, rank_suffix
 from .build import build_runtime
 
 
@@ -20,7 +20,7 @@ def run_role(role: type[BaseNeuron], description: str, argv: list[str] | None = 
     def main() -> int:
         cfg = parse_config(argv, prog=f"neurons/{role.role}.py", description=description)
         log, node = cfg.node.logging, cfg.node
-        name = f"{role.role}-{node.wallet.name}-{node.wallet.hotkey}"
+        name = f"{role.role}-{node.wallet.name}-{node.wallet.hotkey}{rank_suffix()}"
         setup_logging(debug=log.debug, trace=log.trace, log_dir=log.dir, node=name)
         if node.neuron.threads:
             torch.set_num_threads(node.neuron.threads)

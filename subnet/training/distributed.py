@@ -3,7 +3,8 @@
 Under ``torchrun --nproc_per_node N`` every rank starts the same entry point. :func:`launch`
 joins the process group; rank 0 goes on to build the neuron (the only one that talks to the
 chain and storage, and the only loop over clock ticks), while every other rank calls
-:meth:`Group.serve` and blocks there. Each window rank 0's :class:`Trainer` sends one job:
+:meth:`Group.serve` and blocks there. Each window rank 0's
+:class:`~subnet.training.trainer.Trainer` sends one job:
 
 1. a header (model config, step count, batch shape, whether AdamW has state yet),
 2. the model's parameters and AdamW moments, broadcast from rank 0,
@@ -29,7 +30,7 @@ import os
 import re
 import signal
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -41,9 +42,13 @@ from subnet.model import ModelConfig, build_model
 from subnet.training.config import InnerConfig
 from subnet.training.inner import Batch, InnerResult, build_inner_optimizer, train_inner
 from subnet.training.parallel import Engine, ParallelConfig, build_engine
-from subnet.training.precision import bf16_native
 
 _ACTIVE: Group | None = None
+
+
+def active() -> Group | None:
+    """The group :func:`launch` joined, while inside it; None otherwise."""
+    return _ACTIVE
 
 
 class RankFailure(BaseException):
@@ -94,13 +99,13 @@ class Group:
 
     def _receive_header(self) -> dict | None:
         box: list = [None]
-        _collective(lambda: dist.broadcast_object_list(box, src=0, group=self.control), "a job")
+        collective(lambda: dist.broadcast_object_list(box, src=0, group=self.control), "a job")
         return None if box[0]["op"] == "stop" else box[0]
 
     def stop_workers(self) -> None:
         """Rank 0: tell the serving ranks to return (best effort: they may be gone already)."""
         with contextlib.suppress(RankFailure):
-            _collective(
+            collective(
                 lambda: dist.broadcast_object_list([{"op": "stop"}], src=0, group=self.control),
                 "stop",
             )
@@ -115,21 +120,21 @@ class Group:
         """Every rank: receive state and data from rank 0, train its shard, agree on the result."""
         model, optimizer = self._local(header, model, optimizer)
         cfg = InnerConfig(**header["inner"])
-        _collective(lambda: _broadcast_state(model, optimizer, header, self.work), "model state")
+        collective(lambda: _broadcast_state(model, optimizer, header, self.work), "model state")
         if batches is None:
             batches = torch.empty(header["shape"], dtype=torch.long, device=self.device)
-        _collective(lambda: dist.broadcast(batches, src=0, group=self.work), "batches")
+        collective(lambda: dist.broadcast(batches, src=0, group=self.work), "batches")
         shards = _shard(batches, self.rank, self.world)
-        engine = _collective(
+        engine = collective(
             lambda: build_engine(model, optimizer, cfg, self.config.mode, self.device, self.work),
             "the model wrapper",
         )
         module = self._maybe_compiled(engine)
-        result = _collective(lambda: train_inner(module, shards, cfg, engine.optimizer), "training")
+        result = collective(lambda: train_inner(module, shards, cfg, engine.optimizer), "training")
         stats = torch.tensor([result.mean_loss, result.tokens], dtype=torch.float64,
                              device=self.device)  # fmt: skip
-        _collective(lambda: dist.all_reduce(stats, group=self.work), "the loss")
-        _collective(lambda: engine.finish(model, optimizer), "the trained shards")
+        collective(lambda: dist.all_reduce(stats, group=self.work), "the loss")
+        collective(lambda: engine.finish(model, optimizer), "the trained shards")
         return InnerResult(int(stats[1]), result.steps, stats[0].item() / self.world,
                            result.seconds)  # fmt: skip
 
@@ -155,7 +160,7 @@ class Group:
         return self._compiled[1]
 
 
-def _collective(fn, what: str):
+def collective(fn, what: str):
     """Run a collective; a dead or silent peer becomes a one-line :class:`RankFailure`."""
     try:
         return fn()
@@ -200,76 +205,15 @@ def _broadcast_state(
         dist.broadcast(state["exp_avg_sq"], src=0, group=group)
 
 
-class Trainer:
-    """What the miner calls each window: ``train_inner`` alone, or as rank 0 of a launch."""
-
-    def __init__(self, config: ParallelConfig | None = None, group: Group | None = None) -> None:
-        self.config = config or ParallelConfig()
-        self.group = group if group is not None else _ACTIVE
-        self._compiled: tuple[nn.Module, nn.Module] | None = None
-        self._warned = False
-
-    def train(
-        self,
-        model: nn.Module,
-        batches: Iterable[Batch],
-        cfg: InnerConfig,
-        optimizer: torch.optim.Optimizer,
-    ) -> InnerResult:
-        """Train ``model`` in place on ``batches``, like :func:`train_inner`, on every rank."""
-        if cfg.bf16_autocast and not self._warned:
-            self._warned = True
-            device = next(model.parameters()).device
-            if not bf16_native(device):
-                logger.warning("bf16 autocast on {} without native bf16 matmuls: expect it to "
-                               "run slower than fp32 (docs/benchmarks.md)", device)  # fmt: skip
-        if self.group is None or self.group.world == 1:
-            return train_inner(self._maybe_compiled(model), batches, cfg, optimizer)
-        stacked = _stack(batches, cfg)
-        world = self.group.world
-        if stacked.shape[1] % world:
-            raise ValueError(f"micro_batch {stacked.shape[1]} is not divisible by the "
-                             f"{world} training ranks; pick a multiple of {world}")  # fmt: skip
-        header = _header(model, optimizer, cfg, stacked)
-        box = [header]
-        _collective(
-            lambda: dist.broadcast_object_list(box, src=0, group=self.group.control), "a job"
-        )
-        return self.group.run_job(header, model, optimizer, stacked.to(self.group.device))
-
-    def _maybe_compiled(self, model: nn.Module) -> nn.Module:
-        if not self.config.compile:
-            return model
-        if self._compiled is None or self._compiled[0] is not model:
-            self._compiled = (model, torch.compile(model))
-        return self._compiled[1]
-
-
-def _stack(batches: Iterable[Batch], cfg: InnerConfig) -> torch.Tensor:
-    """The window's whole-step micro-batches as one [M, B, T+1] tensor of token ids."""
-    micro = []
-    for inputs, targets in batches:
-        micro.append(torch.cat([inputs, targets[:, -1:]], dim=1))
-        if len(micro) == cfg.steps * cfg.accumulation:
-            break
-    whole = len(micro) - len(micro) % cfg.accumulation
-    if whole == 0:
-        raise ValueError("no whole optimizer step of micro-batches to train on")
-    return torch.stack(micro[:whole]).long()
-
-
-def _header(model: nn.Module, optimizer: torch.optim.Optimizer, cfg: InnerConfig,
-            stacked: torch.Tensor) -> dict:  # fmt: skip
-    params = list(model.parameters())
-    has_state = all("exp_avg" in optimizer.state.get(p, {}) for p in params)
-    steps = [float(optimizer.state[p]["step"]) for p in params] if has_state else None
-    return {"op": "train", "model": model.config.model_dump(), "inner": cfg.model_dump(),
-            "shape": list(stacked.shape), "adam_steps": steps}  # fmt: skip
-
-
 def world_size() -> int:
     """Ranks in this launch: torchrun's ``WORLD_SIZE``, 1 without torchrun."""
     return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def rank_suffix() -> str:
+    """``-rank<R>`` for ranks > 0 of a launch (their log names), else empty."""
+    rank = int(os.environ.get("RANK", "0")) if world_size() > 1 else 0
+    return f"-rank{rank}" if rank else ""
 
 
 @contextlib.contextmanager
@@ -311,7 +255,7 @@ def launch(config: ParallelConfig, device: str, micro_batch: int) -> Iterator[Gr
         dist.init_process_group(backend, rank=rank, world_size=world, timeout=work_timeout)
         return dist.new_group(backend="gloo", timeout=idle_timeout)
 
-    control = _collective(join, "the process group set-up")
+    control = collective(join, "the process group set-up")
     group = Group(rank, world, device, config, control=control, work=dist.group.WORLD)
     _ACTIVE = group
     try:

@@ -17,8 +17,9 @@ from loguru import logger
 
 from subnet.compression import CompressionConfig, ErrorFeedback, build_compressor
 from subnet.training import InnerConfig, build_inner_optimizer, pseudo_gradient, snapshot
-from subnet.training.distributed import RankFailure, Trainer, launch
+from subnet.training.distributed import RankFailure, launch
 from subnet.training.parallel import ParallelConfig
+from subnet.training.trainer import Trainer
 
 INNER = InnerConfig(steps=3, micro_batch=4, accumulation=2, lr=3e-3)
 

@@ -17,8 +17,9 @@ import pytest
 import torch
 
 from subnet.config import ConfigError
-from subnet.training.distributed import Trainer, launch
+from subnet.training.distributed import launch
 from subnet.training.parallel import ParallelConfig
+from subnet.training.trainer import Trainer
 
 sys.path.insert(0, str(Path(__file__).parent))
 from dist_worker import train_windows  # noqa: E402
