@@ -8,7 +8,7 @@ chain and storage, and the only loop over clock ticks), while every other rank c
 
 1. a header (model config, step count, batch shape, whether AdamW has state yet),
 2. the model's parameters and AdamW moments, broadcast from rank 0,
-3. the window's micro-batches; rank r trains on sequences ``r::N`` of each micro-batch,
+3. the window's micro-batches (inputs and targets); rank r trains on sequences ``r::N`` of each,
 
 then every rank runs the same :func:`~subnet.training.inner.train_inner` on a DDP (or FSDP2)
 wrapper of its copy, so gradients are averaged over ranks each micro-batch: with equal shards the
@@ -178,9 +178,9 @@ def _one_line(error: BaseException) -> str:
 
 
 def _shard(batches: torch.Tensor, rank: int, world: int) -> list[Batch]:
-    """Sequences ``rank::world`` of every micro-batch [M, B, T+1] as (inputs, targets) pairs."""
-    mine = batches[:, rank::world]
-    return [(s[:, :-1], s[:, 1:]) for s in mine]
+    """Sequences ``rank::world`` of every micro-batch [M, 2, B, T] as (inputs, targets) pairs."""
+    mine = batches[:, :, rank::world]
+    return [(m[0], m[1]) for m in mine]
 
 
 def _broadcast_state(

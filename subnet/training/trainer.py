@@ -49,8 +49,8 @@ class Trainer:
             return train_inner(self._maybe_compiled(model), batches, cfg, optimizer)
         stacked = _stack(batches, cfg)
         world = self.group.world
-        if stacked.shape[1] % world:
-            raise ValueError(f"micro_batch {stacked.shape[1]} is not divisible by the "
+        if stacked.shape[2] % world:
+            raise ValueError(f"micro_batch {stacked.shape[2]} is not divisible by the "
                              f"{world} training ranks; pick a multiple of {world}")  # fmt: skip
         header = _header(model, optimizer, cfg, stacked)
         box = [header]
@@ -68,15 +68,17 @@ class Trainer:
 
 
 def _stack(batches: Iterable[Batch], cfg: InnerConfig) -> torch.Tensor:
-    """The window's whole-step micro-batches as one [M, B, T+1] tensor of token ids."""
+    """The window's whole-step micro-batches as one [M, 2, B, T] tensor: inputs, then targets."""
     micro = []
     for inputs, targets in batches:
-        micro.append(torch.cat([inputs, targets[:, -1:]], dim=1))
+        micro.append(torch.stack([inputs, targets]))
         if len(micro) == cfg.steps * cfg.accumulation:
             break
     whole = len(micro) - len(micro) % cfg.accumulation
     if whole == 0:
         raise ValueError("no whole optimizer step of micro-batches to train on")
+    if len({m.shape for m in micro[:whole]}) > 1:
+        raise ValueError("micro-batches of different sizes cannot be split over ranks evenly")
     return torch.stack(micro[:whole]).long()
 
 
