@@ -13,11 +13,13 @@ own format.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 import torch
 
 Payload = dict[str, torch.Tensor]
@@ -139,3 +141,17 @@ class Compressor(ABC):
             parts = {part: payload[f"{name}{KEY_SEP}{part}"] for part in specs}
             out[name] = self.decode_tensor(parts, tuple(shape))
         return out
+
+    def support(self, payload: Payload, shapes: Shapes) -> np.ndarray | None:
+        """Sorted global coordinates a sparse payload sends (its fingerprint for copy detection),
+        or ``None`` for a dense codec. Validates the payload; raises :class:`PayloadError`."""
+        reason = self.validate(payload, shapes)
+        if reason is not None:
+            raise PayloadError(reason, self.info.name)
+        return None
+
+    def norm(self, payload: Payload, shapes: Shapes) -> float:
+        """Global L2 norm of the decoded update. The default decodes; sparse codecs compute it
+        from the payload alone, so norm clipping needs no second dense decode."""
+        decoded = self.decode(payload, shapes)
+        return math.sqrt(sum(float(t.double().pow(2).sum()) for t in decoded.values()))

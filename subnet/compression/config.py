@@ -6,14 +6,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-CompressorName = Literal["dense-fp32", "dense-bf16", "int8", "sparseloco"]
+CompressorName = Literal["dense-fp32", "dense-bf16", "int8", "sparseloco", "sparseloco-rice"]
 
 
 class CompressionConfig(BaseModel):
     """Which compressor every miner uses, and its parameters.
 
-    Each compressor reads only its own fields: ``int8`` reads ``int8_block``; ``sparseloco`` reads
-    ``topk`` and ``chunk``. ``ef_decay`` is the sender's error-feedback decay (SparseLoCo's beta,
+    Each compressor reads only its own fields: ``int8`` reads ``int8_block``; ``sparseloco`` and
+    ``sparseloco-rice`` read ``topk`` and ``chunk``. ``ef_decay`` is the sender's error-feedback decay (SparseLoCo's beta,
     Sarfi et al., 2025); it applies to any lossy compressor and is inert for lossless ones.
     """
 
