@@ -70,6 +70,7 @@ class Miner(BaseNeuron):
         self.compressor = build_compressor(p.compression)
         self.ef = ErrorFeedback(p.compression.ef_decay)
         self.sync_seconds = 0.0
+        self.train_record: dict[str, Any] = {}  # the window's train metrics, logged on upload
 
     def phase(self) -> tuple[int, int]:
         return 0, self.rt.cfg.protocol.window.upload_deadline - 1
@@ -108,8 +109,9 @@ class Miner(BaseNeuron):
             "window {}: {} steps, loss {:.4f}, {} bytes", window, result.steps, result.mean_loss,
             payload_nbytes(payload),
         )  # fmt: skip
-        self.rt.metrics.log(
-            "train", window=window, steps=result.steps, tokens=result.tokens,
+        # Logged after the upload (publish), so the record's bytes_up includes it.
+        self.train_record = dict(
+            window=window, steps=result.steps, tokens=result.tokens,
             loss=result.mean_loss, seconds=result.seconds, bytes=payload_nbytes(payload),
             version=self.replica.version, sync_seconds=round(self.sync_seconds, 3),
         )  # fmt: skip
@@ -124,6 +126,7 @@ class Miner(BaseNeuron):
             base_version=self.replica.version, metadata=result.metadata,
         )  # fmt: skip
         logger.info("uploaded {} ({})", key, "new" if written else "already there")
+        self.rt.metrics.log("train", **self.train_record, **self.rt.meter.take())
 
     def state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         groups, moments = optimizer_state(self.optimizer)

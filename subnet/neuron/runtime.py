@@ -21,8 +21,9 @@ from ..data import TokenDataset
 from ..monitor import MetricsSink
 from ..storage.base import ObjectNotFound, ObjectStore, StorageError
 from ..storage.commitment import CommitmentError, ReadSettings, decode_commitment, encode_commitment
+from ..storage.counting import ByteMeter, CountingStore, counting_factory
 from ..storage.keys import dataset_prefix
-from ..storage.readers import ReaderPool
+from ..storage.readers import ReaderPool, s3_reader
 from ..storage.s3 import S3Store
 
 READ_KEY_ENV = "BEAM_S3_READ_ACCESS_KEY_ID"
@@ -43,6 +44,7 @@ class Runtime:
     metrics: MetricsSink
     state_dir: Path
     clock: WindowClock = field(init=False)
+    meter: ByteMeter = field(default_factory=ByteMeter)  # bytes through store and readers
 
     def __post_init__(self) -> None:
         self.clock = WindowClock(self.cfg.protocol.window)
@@ -126,17 +128,20 @@ def build_runtime(cfg: BeamConfig, role: str) -> Runtime:
     state_dir = (
         Path(node.neuron.state_dir).expanduser() / f"{role}-{wallet.hotkey.ss58_address[:8]}"
     )
+    meter = ByteMeter()  # every byte through our bucket and the peers' readers is counted
     rt = Runtime(
         cfg=cfg,
         role=role,
         wallet=wallet,
         chain=chain,
-        store=store,
-        readers=ReaderPool(allow_private_endpoints=local),
+        store=CountingStore(store, meter),
+        readers=ReaderPool(factory=counting_factory(s3_reader, meter),
+                           allow_private_endpoints=local),  # fmt: skip
         metrics=MetricsSink(state_dir / "metrics.jsonl", mirrors=_mirrors(cfg, role, state_dir),
                             role=role, hotkey=wallet.hotkey.ss58_address,
                             config_hash=cfg.protocol.config_hash()),
         state_dir=state_dir,
+        meter=meter,
     )  # fmt: skip
     publish_read_settings(rt)
     rt.refresh_readers()

@@ -36,7 +36,7 @@ from .miner import assignment
 from .replica import Replica
 from .runtime import Runtime
 from .state import prefixed, unprefixed
-from .uploads import Received, collect_uploads, support
+from .uploads import Received, collect_uploads
 
 
 class Validator(BaseNeuron):
@@ -111,6 +111,7 @@ class Validator(BaseNeuron):
         self.rt.metrics.log(
             "scores", window=window, version=self.replica.version,
             verdicts={hk: [v.reason, v.score] for hk, v in verdicts.items()}, moving=self.moving,
+            **self.rt.meter.take(),  # this window's fetches; its report counts in the next
         )  # fmt: skip
         self.first_seen = {k: b for k, b in self.first_seen.items() if k[0] > window}
         self.unreachable = {k for k in self.unreachable if k[0] > window}
@@ -129,14 +130,16 @@ class Validator(BaseNeuron):
 
     def _upload_order(self, window: int, accepted: dict[str, Received]) -> list[Upload]:
         """Sparse uploads with the block each was first seen (copy detection needs sparsity)."""
-        if self.compressor.info.name != "sparseloco":
-            return []
+        shapes = {k: tuple(v.shape) for k, v in self.replica.state.items()}
+        supports = {hk: self.compressor.support(u.payload, shapes) for hk, u in accepted.items()}
+        if any(s is None for s in supports.values()):
+            return []  # a dense codec: every upload covers every coordinate
         never = (10**12, float("inf"))  # not seen before the deadline: after everyone seen
         # Our own observation first (a miner cannot forge it); the store's time breaks ties
         # between uploads seen at the same block; the hotkey only makes the order total.
         return [
-            Upload(hk, (*self.first_seen.get((window, hk), never), hk), support(u.delta))
-            for hk, u in accepted.items()
+            Upload(hk, (*self.first_seen.get((window, hk), never), hk), supports[hk])
+            for hk in accepted
         ]
 
     def _late(self, window: int, missing: set[str]) -> set[str]:
