@@ -19,8 +19,10 @@ class CompressionConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: CompressorName = "sparseloco"
-    topk: int = Field(64, ge=1, description="values kept per full chunk (sparseloco)")
+    name: CompressorName = "sparseloco-rice"
+    topk: int = Field(
+        64, ge=1, description="values kept per full chunk (sparseloco, sparseloco-rice)"
+    )
     chunk: int = Field(
         64, ge=2, le=64, description="block side; a chunk holds chunk*chunk values (<= 4096)"
     )
