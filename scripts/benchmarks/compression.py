@@ -18,9 +18,8 @@ from __future__ import annotations
 import argparse
 
 import torch
-from bittensor.sp_core import Keypair
 
-from benchmarks.common import best_ms, environment, setup, sync
+from benchmarks.common import best_ms, envelope_bytes, environment, setup, sync
 from subnet.compression import (
     COMPRESSORS,
     CompressionConfig,
@@ -30,25 +29,13 @@ from subnet.compression import (
     encode_patch,
     payload_nbytes,
 )
-from subnet.data import sample_receipt
 from subnet.model import build_model
 from subnet.storage.keys import ObjectKind
 from subnet.training import InnerConfig, pseudo_gradient, snapshot, train_inner
-from subnet.wire import encode_envelope
 
 TARGET_NAME = "sparseloco-rice"
 TARGET_BYTES = 370_000  # 0.37 MB signed envelope: 206x against fp32 for this model
 TARGET_RATIO = 206
-SIGNER = Keypair.create_from_seed(bytes(range(32)))
-
-
-def envelope_bytes(payload: dict[str, torch.Tensor], kind: ObjectKind = ObjectKind.GRADIENT) -> int:
-    """Size of ``payload`` as the signed envelope a miner uploads, with a miner's metadata."""
-    metadata = {} if kind != ObjectKind.GRADIENT else {"receipt": sample_receipt(list(range(32))), "samples": "32", "tokens": "65536",
-                "loss": "5.123456", "config_hash": "0" * 64}  # fmt: skip
-    blob = encode_envelope(signer=SIGNER, run="beam-bench", kind=kind, window=123_456,
-                           tensors=payload, base_version=1_234, metadata=metadata)  # fmt: skip
-    return len(blob)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

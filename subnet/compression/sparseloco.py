@@ -39,6 +39,7 @@ from subnet.compression.base import (
     PayloadError,
     RejectReason,
     Shapes,
+    add_sparse,
 )
 from subnet.compression.chunking import ChunkLayout
 from subnet.compression.packing import (
@@ -205,3 +206,24 @@ class SparseLoCoCompressor(Compressor):
             )
             total += float(payload[f"{name}::cb"].double()[codes].pow(2).sum())
         return math.sqrt(total)
+
+    def add_into(
+        self,
+        payload: Payload,
+        shapes: Shapes,
+        num: dict[str, torch.Tensor],
+        den: dict[str, torch.Tensor] | None,
+        factor: float,
+        scale: float,
+    ) -> None:
+        """Add only the kept values into the sums (see :meth:`Compressor.add_into`)."""
+        reason = self.validate(payload, shapes)
+        if reason is not None:
+            raise PayloadError(reason, self.info.name)
+        for name, shape in shapes.items():
+            layout = self.layout(tuple(shape))
+            kept = layout.total_kept(self.topk)
+            indices = unpack_12bit(payload[f"{name}::idx"], kept)
+            values = payload[f"{name}::cb"][unpack_2bit(payload[f"{name}::val"], kept)]
+            flat = layout.flat_positions(indices, layout.kept(self.topk)[0])
+            add_sparse(num, den, name, values, flat, factor, scale, tuple(shape))

@@ -41,6 +41,7 @@ from subnet.compression.base import (
     PayloadError,
     RejectReason,
     Shapes,
+    add_sparse,
 )
 from subnet.compression.chunking import ChunkLayout
 from subnet.compression.packing import pack_2bit, packed_2bit_len, unpack_2bit
@@ -237,6 +238,23 @@ class SparseLoCoRiceCompressor(Compressor):
         return math.sqrt(
             sum(float(s.codebook.double()[s.codes].pow(2).sum()) for s in parsed.values())
         )
+
+    def add_into(
+        self,
+        payload: Payload,
+        shapes: Shapes,
+        num: dict[str, torch.Tensor],
+        den: dict[str, torch.Tensor] | None,
+        factor: float,
+        scale: float,
+    ) -> None:
+        """Add only the kept values into the sums (see :meth:`Compressor.add_into`)."""
+        parsed = self.parse(payload, shapes)
+        for name, shape in shapes.items():
+            layout, k_full, _ = self._layout(tuple(shape))
+            sel = parsed[name]
+            flat = layout.flat_positions(torch.from_numpy(sel.indices), k_full)
+            add_sparse(num, den, name, sel.codebook[sel.codes], flat, factor, scale, tuple(shape))
 
 
 def _coordinates(

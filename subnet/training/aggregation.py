@@ -157,30 +157,29 @@ def aggregate(
 #: Decodes one contributor's update when called; called once per pass, the result dropped after.
 Source = Callable[[], Update]
 
+#: Adds one contributor into running sums: ``adder(num, den, factor, scale)`` does
+#: ``num += factor * (scale * u)`` and, when ``den`` is not None, ``den += factor * [scale * u != 0]``,
+#: creating missing entries as zeros. A sparse codec adds only the coordinates it sent.
+Adder = Callable[[dict[str, torch.Tensor], dict[str, torch.Tensor] | None, float, float], None]
 
-def _stream_sum(
-    sources: Sequence[Source], factors: Sequence[float], scales: Sequence[float], sparse: bool
-) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """``sum_i factor_i * (scale_i * u_i)`` and, if ``sparse``, ``sum_i factor_i * [u_i != 0]``.
 
-    Same operations in the same order as the eager rules (clip, then multiply, then add from
-    zero), so the result is bit-identical to :func:`weighted_mean` / :func:`sparse_mean`.
+def dense_adder(source: Source) -> Adder:
+    """The :data:`Adder` of a source: decode, add every coordinate, drop the decoded update.
+
+    Same operations in the same order as the eager rules (clip, multiply, add from zero), so
+    the sums are bit-identical to :func:`weighted_mean` / :func:`sparse_mean`.
     """
-    num: dict[str, torch.Tensor] = {}
-    den: dict[str, torch.Tensor] = {}
-    for source, factor, scale in zip(sources, factors, scales, strict=True):
-        update = source()
-        for name, t in update.items():
+
+    def add(num: dict, den: dict | None, factor: float, scale: float) -> None:
+        for name, t in source().items():
             clipped = t.float() * scale
-            if sparse:
-                count = (clipped != 0).float().mul_(factor)
-                den[name] = (
-                    den[name].add_(count) if name in den else torch.zeros_like(count).add_(count)
+            if den is not None:
+                den.setdefault(name, torch.zeros_like(clipped)).add_(
+                    (clipped != 0).float().mul_(factor)
                 )
-            term = clipped.mul_(factor)
-            num[name] = num[name].add_(term) if name in num else torch.zeros_like(term).add_(term)
-        del update  # only one decoded update alive at a time
-    return num, den
+            num.setdefault(name, torch.zeros_like(clipped)).add_(clipped.mul_(factor))
+
+    return add
 
 
 def aggregate_stream(
@@ -188,10 +187,12 @@ def aggregate_stream(
     weights: Sequence[float] | None = None,
     cfg: AggregationConfig | None = None,
     norms: Sequence[float] | None = None,
+    adders: Sequence[Adder] | None = None,
 ) -> dict[str, torch.Tensor]:
     """:func:`aggregate` over sources that decode on demand, one update in memory at a time.
 
-    ``norms`` (each source's global L2 norm) saves the first pass when clipping is on.
+    ``norms`` (each source's global L2 norm) saves the first pass when clipping is on;
+    ``adders`` (one per source) replace the dense decode for ``mean`` and ``sparse_mean``.
     """
     cfg = cfg or AggregationConfig()
     weights = _check_weights(sources, weights)
@@ -206,11 +207,16 @@ def aggregate_stream(
             for source, scale in zip(sources, scales, strict=True)
         ]
         return AGGREGATORS[cfg.rule](updates, weights, cfg)
+    adders = [dense_adder(s) for s in sources] if adders is None else adders
+    num: dict[str, torch.Tensor] = {}
     if cfg.rule == "mean":
         total = sum(weights)
-        num, _ = _stream_sum(sources, [w / total for w in weights], scales, sparse=False)
+        for add, w, scale in zip(adders, weights, scales, strict=True):
+            add(num, None, w / total, scale)
         return num
-    num, den = _stream_sum(sources, weights, scales, sparse=True)
+    den: dict[str, torch.Tensor] = {}
+    for add, w, scale in zip(adders, weights, scales, strict=True):
+        add(num, den, w, scale)
     return {
         name: torch.where(den[name] > 0, num[name] / den[name].clamp(min=1e-30),
                           torch.zeros_like(num[name]))

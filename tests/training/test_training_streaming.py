@@ -96,3 +96,21 @@ def test_merge_payloads_matches_aggregate_of_decoded(name: str) -> None:
     # Norms come from the payload (in float64), so clipping factors may differ in the last bit.
     for k in want:
         torch.testing.assert_close(got[k], want[k], rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", ["sparseloco", "sparseloco-rice"])
+@pytest.mark.parametrize("rule", ["mean", "sparse_mean"])
+def test_sparse_add_into_is_bit_identical_to_adding_the_dense_decode(name: str, rule: str) -> None:
+    """Blocked (8 x 12 in 4 x 4 blocks), flat with a tail, and 1-D tensors."""
+    compressor = build_compressor(CompressionConfig(name=name, topk=5, chunk=4))
+    shapes = {"blocked": (8, 12), "flat": (5, 7), "vec": (3,)}
+    gen = torch.Generator().manual_seed(4)
+    payloads = [
+        compressor.encode({k: torch.randn(s, generator=gen) for k, s in shapes.items()})
+        for _ in range(3)
+    ]
+    decoded = [compressor.decode(p, shapes) for p in payloads]
+    cfg = AggregationConfig(rule=rule, clip_to_median_norm=False)
+    want = aggregate(decoded, [1.0, 2.0, 0.5], cfg)
+    got = merge_payloads(compressor, payloads, shapes, [1.0, 2.0, 0.5], cfg)
+    assert all(torch.equal(got[k], want[k]) for k in shapes)
