@@ -11,7 +11,9 @@ the compressor's payload check).
 * **validator**: verify every upload, evaluate each (loss on ``--eval-samples`` samples before
   and after ``theta - delta``, plus random samples), and detect copies, as ``Validator.step`` does.
 
-Each (role, count) runs in a fresh process. Memory is the kernel's RSS high-water mark
+Times are wall clock (``*_s``) and the process's CPU time over all its threads (``cpu_s``): on a
+shared machine the wall time grows with the load, the CPU time much less. Each (role, count) runs
+in a fresh process. Memory is the kernel's RSS high-water mark
 (``getrusage(RUSAGE_SELF).ru_maxrss``) minus the RSS after setup (model built, uploads read into
 memory as bytes), i.e. what the merge or window itself added; ``model_copies`` divides it by the
 fp32 model size. ``--eager`` runs the code path before streaming (every upload decoded up front,
@@ -123,7 +125,7 @@ def holder_job(preset: str, paths: list[str], cfg: CompressionConfig, eager: boo
     outer = build_outer_optimizer(p.outer)
     blobs = [Path(path).read_bytes() for path in paths]
     base = _rss_mb()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     payloads = _verified(blobs, compressor, shapes)
     weights = [1.0 + 0.01 * i for i in range(len(payloads))]
     if eager:
@@ -140,6 +142,7 @@ def holder_job(preset: str, paths: list[str], cfg: CompressionConfig, eager: boo
         "collect_s": round(collected - start, 3),
         "aggregate_and_step_s": round(end - collected, 3),
         "total_s": round(end - start, 3),
+        "cpu_s": round(time.process_time() - cpu, 3),
     }
 
 
@@ -155,7 +158,7 @@ def validator_job(preset: str, paths: list[str], cfg: CompressionConfig, eager: 
     assigned, random = [(x[0, :, :-1], x[0, :, 1:])], [(x[1, :, :-1], x[1, :, 1:])]
     blobs = [Path(path).read_bytes() for path in paths]
     base = _rss_mb()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     payloads = _verified(blobs, compressor, shapes)
     decoded = [compressor.decode(pl, shapes) for pl in payloads] if eager else None
     collected = time.perf_counter()
@@ -182,6 +185,7 @@ def validator_job(preset: str, paths: list[str], cfg: CompressionConfig, eager: 
         "evaluate_s": round(evaluated - collected, 3),
         "copy_detection_s": round(end - evaluated, 3),
         "total_s": round(end - start, 3),
+        "cpu_s": round(time.process_time() - cpu, 3),
         "copies_found": {str(k): str(v) for k, v in sorted(copies.items())},
     }
 

@@ -196,7 +196,9 @@ def add_sparse(
             term = (clipped != 0).float().mul_(factor)
         else:
             term = term.mul_(factor)
-        acc = sums.setdefault(name, torch.zeros(shape, dtype=torch.float32))
+        if name not in sums:  # (not setdefault: that would allocate a model's worth each call)
+            sums[name] = torch.zeros(shape, dtype=torch.float32)
+        acc = sums[name]
         if flat is None:
             acc.add_(term.reshape(acc.shape))
         else:

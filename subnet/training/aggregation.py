@@ -173,11 +173,13 @@ def dense_adder(source: Source) -> Adder:
     def add(num: dict, den: dict | None, factor: float, scale: float) -> None:
         for name, t in source().items():
             clipped = t.float() * scale
+            sums = (num,) if den is None else (num, den)
+            for acc in sums:
+                if name not in acc:  # (setdefault would allocate zeros on every call)
+                    acc[name] = torch.zeros_like(clipped)
             if den is not None:
-                den.setdefault(name, torch.zeros_like(clipped)).add_(
-                    (clipped != 0).float().mul_(factor)
-                )
-            num.setdefault(name, torch.zeros_like(clipped)).add_(clipped.mul_(factor))
+                den[name].add_((clipped != 0).float().mul_(factor))
+            num[name].add_(clipped.mul_(factor))
 
     return add
 
