@@ -37,9 +37,8 @@ class Received:
     compressor: Compressor = field(repr=False)
     shapes: Mapping[str, tuple[int, ...]] = field(repr=False)
 
-    @property
-    def delta(self) -> dict[str, torch.Tensor]:
-        """The decoded update, decoded afresh on every access: use it once and let it go."""
+    def decode(self) -> dict[str, torch.Tensor]:
+        """The decoded update, decoded afresh on every call: use it and let it go."""
         return self.compressor.decode(self.payload, self.shapes)
 
 

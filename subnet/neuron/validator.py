@@ -163,7 +163,8 @@ class Validator(BaseNeuron):
         (``theta - delta``, i.e. outer learning rate 1)."""
         before_assigned = self._loss(assigned)
         state = self.replica.state
-        load_parameters(self.replica.model, {k: state[k] - upload.delta[k] for k in state})
+        delta = upload.decode()  # the only decoded update alive; dropped on return
+        load_parameters(self.replica.model, {k: state[k] - delta[k] for k in state})
         after_assigned, after_random = self._loss(assigned), self._loss(random_ids)
         self.replica.reset()
         return Evaluation(
