@@ -174,16 +174,20 @@ def validator_job(preset: str, paths: list[str], cfg: CompressionConfig, eager: 
     threshold = ScoringConfig().copy_overlap
     if eager:
         supports = [_nonzero_set(d) for d in decoded]
+        indexed = time.perf_counter()
         copies = _sets_copies(supports, threshold)
     else:
         uploads = [Upload(str(i), (i,), compressor.support(pl, shapes))
                    for i, pl in enumerate(payloads)]  # fmt: skip
+        indexed = time.perf_counter()
         copies = {int(k): int(v) for k, v in detect_copies(uploads, ScoringConfig()).items()}
     end = time.perf_counter()
     return _memory(base, model) | {
         "collect_s": round(collected - start, 3),
         "evaluate_s": round(evaluated - collected, 3),
         "copy_detection_s": round(end - evaluated, 3),
+        "supports_s": round(indexed - evaluated, 3),  # index sets from the uploads
+        "pairwise_s": round(end - indexed, 3),  # the pairwise overlap check itself
         "total_s": round(end - start, 3),
         "cpu_s": round(time.process_time() - cpu, 3),
         "copies_found": {str(k): str(v) for k, v in sorted(copies.items())},
