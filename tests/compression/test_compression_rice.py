@@ -96,6 +96,13 @@ def test_edge_cases_k1_full_chunk_zero_chunk_and_no_tensors() -> None:
     assert int(payload["rice::k"][0]) == 0 and int(payload["rice::rem"].numel()) == 0
     assert not bool(full.decode(payload, {"y": (8, 8)})["y"].eq(0).any())
     assert (full.decode(payload, {"y": (8, 8)})["y"].sign() == y.sign()).all()
+    # An empty tensor next to a real one: no chunk at all, nothing sent for it.
+    mixed = SparseLoCoRiceCompressor(4, 4)
+    shapes = {"e": (0,), "w": (3, 5)}
+    z = {"e": torch.zeros(0), "w": torch.randn(3, 5)}
+    got = mixed.decode(mixed.encode(z), shapes)
+    want = SparseLoCoCompressor(4, 4).decode(SparseLoCoCompressor(4, 4).encode(z), shapes)
+    assert got["e"].shape == (0,) and torch.equal(got["w"], want["w"])
     # No tensors at all: empty streams, and they decode to nothing.
     empty = SparseLoCoRiceCompressor()
     assert empty.decode(empty.encode({}), {}) == {}
