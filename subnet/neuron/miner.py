@@ -63,6 +63,7 @@ class Miner(BaseNeuron):
         self.ef = ErrorFeedback(p.compression.ef_decay)
         self.trainer = Trainer(self.rt.cfg.node.parallel)  # one process, or rank 0 of torchrun
         self.sync_seconds = 0.0
+        self.train_record: dict[str, Any] = {}  # the window's train metrics, logged on upload
 
     def train(self, step: Step) -> Upload:
         """The ``train`` action: sync, train, upload on the step's lane."""
@@ -103,8 +104,9 @@ class Miner(BaseNeuron):
             "window {}: {} steps, loss {:.4f}, {} bytes", window, result.steps, result.mean_loss,
             payload_nbytes(payload),
         )  # fmt: skip
-        self.rt.metrics.log(
-            "train", window=window, steps=result.steps, tokens=result.tokens,
+        # Logged after the upload (publish), so the record's bytes_up includes it.
+        self.train_record = dict(
+            window=window, steps=result.steps, tokens=result.tokens,
             loss=result.mean_loss, seconds=result.seconds, bytes=payload_nbytes(payload),
             version=self.replica.version, sync_seconds=round(self.sync_seconds, 3),
         )  # fmt: skip
@@ -121,6 +123,7 @@ class Miner(BaseNeuron):
         )  # fmt: skip
         result.key = key
         logger.info("uploaded {} ({})", key, "new" if written else "already there")
+        self.rt.metrics.log("train", **self.train_record, **self.rt.meter.take())
 
     def state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         """Model at its version, error feedback, AdamW moments."""

@@ -38,7 +38,7 @@ from .replica import Replica
 from .rules import DATA_RULES
 from .state import prefixed, unprefixed
 from .steps import Action, Step
-from .uploads import Received, collect_uploads, support
+from .uploads import Received, collect_uploads
 
 
 @dataclass
@@ -136,6 +136,7 @@ class Validator(BaseNeuron):
         self.rt.metrics.log(
             "scores", window=window, version=self.replica.version,
             verdicts={hk: [v.reason, v.score] for hk, v in verdicts.items()}, moving=self.moving,
+            **self.rt.meter.take(),  # this window's fetches; its report counts in the next
         )  # fmt: skip
         self.first_seen = {k: b for k, b in self.first_seen.items() if k[0] > window}
         self.unreachable = {k for k in self.unreachable if k[0] > window}
@@ -154,14 +155,16 @@ class Validator(BaseNeuron):
 
     def _upload_order(self, window: int, accepted: dict[str, Received]) -> list[Upload]:
         """Sparse uploads with the block each was first seen (copy detection needs sparsity)."""
-        if self.compressor.info.name != "sparseloco":
-            return []
+        shapes = {k: tuple(v.shape) for k, v in self.replica.state.items()}
+        supports = {hk: self.compressor.support(u.payload, shapes) for hk, u in accepted.items()}
+        if any(s is None for s in supports.values()):
+            return []  # a dense codec: every upload covers every coordinate
         never = (10**12, float("inf"))  # not seen before the deadline: after everyone seen
         # Our own observation first (a miner cannot forge it); the store's time breaks ties
         # between uploads seen at the same block; the hotkey only makes the order total.
         return [
-            Upload(hk, (*self.first_seen.get((window, hk), never), hk), support(u.delta))
-            for hk, u in accepted.items()
+            Upload(hk, (*self.first_seen.get((window, hk), never), hk), supports[hk])
+            for hk in accepted
         ]
 
     def _late(self, window: int, missing: set[str]) -> set[str]:
@@ -186,7 +189,8 @@ class Validator(BaseNeuron):
         (``theta - delta``, i.e. outer learning rate 1)."""
         before_assigned = self._loss(assigned)
         state = self.replica.state
-        load_parameters(self.replica.model, {k: state[k] - upload.delta[k] for k in state})
+        delta = upload.decode()  # the only decoded update alive; dropped on return
+        load_parameters(self.replica.model, {k: state[k] - delta[k] for k in state})
         after_assigned, after_random = self._loss(assigned), self._loss(random_ids)
         self.replica.reset()
         return Evaluation(
