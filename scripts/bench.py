@@ -1,7 +1,7 @@
 """Beam's benchmarks: ``python scripts/bench.py NAME [--json] [flags]``.
 
-NAME is ``adversarial``, ``compression``, ``convergence``, ``faults`` or ``throughput`` (``--help``
-after NAME lists its flags).
+NAME is ``adversarial``, ``compression``, ``convergence``, ``faults``, ``scale`` or ``throughput``
+(``--help`` after NAME lists its flags).
 Defaults fit a 2-core CPU; ``--device cuda`` plus the size flags scale a run up on a GPU. With
 ``--json`` the last line printed is one JSON object; without it, a readable summary. The measured
 figures and the commands that produced them are in ``docs/benchmarks.md``.
@@ -16,13 +16,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchmarks import adversarial, compression, convergence, faults, throughput  # noqa: E402
+from benchmarks import adversarial, compression, convergence, faults, scale, throughput  # noqa: E402
 
 BENCHMARKS = {
     "adversarial": adversarial,
     "compression": compression,
     "convergence": convergence,
     "faults": faults,
+    "scale": scale,
     "throughput": throughput,
 }
 

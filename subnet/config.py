@@ -25,6 +25,7 @@ from .scoring import ScoringConfig
 from .storage.config import StorageConfig
 from .storage.keys import PROTOCOL_VERSION
 from .training.config import AggregationConfig, InnerConfig, OuterConfig
+from .training.parallel import ParallelConfig
 
 NETWORK_NAMES = ("finney", "test", "local")
 _SIM = re.compile(r"^sim://[A-Za-z0-9.\-]+:\d{1,5}$")
@@ -168,6 +169,7 @@ class NodeConfig(_Strict):
     storage: StorageConfig | None = Field(None, description="this node's own bucket")
     data: DataConfig = DataConfig()
     wandb: WandbConfig = WandbConfig()
+    parallel: ParallelConfig = ParallelConfig()
 
 
 class BeamConfig(_Strict):

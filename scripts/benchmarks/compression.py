@@ -3,9 +3,14 @@
 The input is a real pseudo-gradient, not synthetic noise: ``hypertrain-20m`` (19,094,784
 parameters) is built, trained for ``--inner-steps`` AdamW steps on random tokens, and
 ``start - end`` is compressed. AdamW's near-sign updates give it the flat-topped, heavy-tailed
-shape real pseudo-gradients have. ``bytes_per_merge`` is what one miner uploads per round (the
-payload's tensors, before the signed envelope); ``ratio_vs_fp32`` divides 4 bytes per parameter by
-it. The model-patch row is the lossless broadcast of the version a SparseLoCo merge produces.
+shape real pseudo-gradients have.
+
+Every size is the object that crosses the network: ``bytes_per_merge`` is the signed envelope one
+miner PUTs per round (magic, signed JSON header, signature, safetensors table and metadata as the
+miner writes them, tensors); ``ratio_vs_fp32`` divides 4 bytes per parameter by it. The parts are
+given too: ``tensor_bytes`` (the payload's tensors alone) and ``overhead_bytes`` (everything else in
+the envelope). The model-patch row is the lossless broadcast of the version a SparseLoCo merge
+produces, also as its signed envelope.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import argparse
 
 import torch
 
-from benchmarks.common import best_ms, environment, setup, sync
+from benchmarks.common import best_ms, envelope_bytes, environment, setup, sync
 from subnet.compression import (
     COMPRESSORS,
     CompressionConfig,
@@ -25,9 +30,12 @@ from subnet.compression import (
     payload_nbytes,
 )
 from subnet.model import build_model
+from subnet.storage.keys import ObjectKind
 from subnet.training import InnerConfig, pseudo_gradient, snapshot, train_inner
 
-TARGET_BYTES = 530_000  # 0.53 MB: SparseLoCo's 146x against fp32 for this model
+TARGET_NAME = "sparseloco-rice"
+TARGET_BYTES = 370_000  # 0.37 MB signed envelope: 206x against fp32 for this model
+TARGET_RATIO = 206
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,7 +67,8 @@ def _row(name: str, grad: dict[str, torch.Tensor], args: argparse.Namespace) -> 
     shapes = {k: tuple(v.shape) for k, v in grad.items()}
     payload = compressor.encode(grad)
     decoded = compressor.decode(payload, shapes)
-    nbytes = payload_nbytes(payload)
+    tensor_bytes = payload_nbytes(payload)
+    nbytes = envelope_bytes(payload)
     numel = sum(t.numel() for t in grad.values())
     err = sum(float((decoded[k] - grad[k]).pow(2).sum()) for k in grad) ** 0.5
     norm = sum(float(g.pow(2).sum()) for g in grad.values()) ** 0.5
@@ -67,6 +76,8 @@ def _row(name: str, grad: dict[str, torch.Tensor], args: argparse.Namespace) -> 
     row = {
         "bytes_per_merge": nbytes,
         "mb_per_merge": round(nbytes / 1e6, 4),
+        "tensor_bytes": tensor_bytes,
+        "overhead_bytes": nbytes - tensor_bytes,
         "ratio_vs_fp32": round(4 * numel / nbytes, 2),
         "bits_per_param": round(8 * nbytes / numel, 4),
         "relative_error": round(err / norm, 4),
@@ -90,7 +101,8 @@ def _patch_row(
     patch = encode_patch(base, target)
     sync(args.device)
     return {
-        "bytes": payload_nbytes(patch),
+        "bytes": envelope_bytes(patch, ObjectKind.MODEL_PATCH),
+        "tensor_bytes": payload_nbytes(patch),
         "changed_values": int(patch["counts"].sum()),
         "encode_ms": round(best_ms(lambda: encode_patch(base, target), 1, args.device), 1),
         "apply_ms": round(best_ms(lambda: apply_patch(base, patch), 1, args.device), 1),
@@ -107,7 +119,7 @@ def run(args: argparse.Namespace) -> dict:
         rows[name], decoded = _row(name, grad, args)
         if name == "sparseloco":
             sparse_decoded = decoded
-    sparse = rows["sparseloco"]
+    target = rows[TARGET_NAME]
     return {
         "benchmark": "compression",
         "preset": args.preset,
@@ -116,7 +128,8 @@ def run(args: argparse.Namespace) -> dict:
         "input": f"pseudo-gradient after {args.inner_steps} AdamW steps on random tokens",
         "compressors": rows,
         "model_patch_after_sparseloco_merge": _patch_row(model, sparse_decoded, args),
-        "target_bytes": TARGET_BYTES,
-        "target_met": sparse["bytes_per_merge"] <= TARGET_BYTES and sparse["ratio_vs_fp32"] >= 146,
+        "target": f"{TARGET_NAME} signed envelope <= {TARGET_BYTES} B and >= {TARGET_RATIO}x",
+        "target_met": target["bytes_per_merge"] <= TARGET_BYTES
+        and target["ratio_vs_fp32"] >= TARGET_RATIO,
         "env": environment(args.device),
     }

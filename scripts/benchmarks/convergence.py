@@ -5,9 +5,16 @@ samples, and a DDP step takes the next micro-batch of every stream. DDP is the i
 ``accumulation = R`` (gradients averaged over the R workers' micro-batches every step: what an
 all-reduce computes). The DiLoCo-style methods (Douillard et al., 2023; Sarfi et al., 2025) run the
 same inner loop for H steps per worker, compress ``start - end`` with error feedback on the sender,
-average the decoded updates and take the outer step. Bytes are what the workers send: R fp32
-gradients per step for DDP, R payloads per round otherwise (the broadcast back is not counted for
-any method).
+average the decoded updates and take the outer step.
+
+Bytes are per worker and count both directions, each as the object that crosses the network:
+
+* DDP: a ring all-reduce of the fp32 gradient every step, ``2 (R - 1) / R`` model sizes sent and
+  as many received per step (``subnet.storage.counting.ddp_ring_bytes``);
+* the DiLoCo-style methods: up, the worker's signed upload envelope each round; down, the signed
+  envelope of the lossless model patch from version v to v+1 that every peer downloads each
+  round, as Beam broadcasts it (full checkpoints every K versions are not counted; they are
+  fetched only by peers that fall behind).
 """
 
 from __future__ import annotations
@@ -19,10 +26,12 @@ from pathlib import Path
 import torch
 from loguru import logger
 
-from benchmarks.common import DEFAULT_DATA, ensure_dataset, environment, setup
-from subnet.compression import CompressionConfig, ErrorFeedback, build_compressor, payload_nbytes
+from benchmarks.common import DEFAULT_DATA, ensure_dataset, envelope_bytes, environment, setup
+from subnet.compression import CompressionConfig, ErrorFeedback, build_compressor, encode_patch
 from subnet.data import TokenDataset
 from subnet.model import build_model, evaluate_loss
+from subnet.storage.counting import ddp_ring_bytes
+from subnet.storage.keys import ObjectKind
 from subnet.training import (
     AggregationConfig,
     InnerConfig,
@@ -50,7 +59,7 @@ METHODS: dict[str, tuple[CompressionConfig, OuterConfig, AggregationConfig]] = {
     "diloco-int8": (CompressionConfig(name="int8"), OuterConfig(name="fedavg"), MEAN),
     # SparseLoCo replaces outer momentum by the senders' error feedback: plain outer SGD.
     "sparseloco": (
-        CompressionConfig(name="sparseloco"),
+        CompressionConfig(name="sparseloco-rice"),
         OuterConfig(name="sgd", lr=SPARSELOCO_LR),
         MEAN,
     ),
@@ -99,13 +108,14 @@ def _streams(
     return streams
 
 
-def _ddp(model: torch.nn.Module, streams: list, inner: InnerConfig) -> int:
+def _ddp(model: torch.nn.Module, streams: list, inner: InnerConfig) -> tuple[int, int]:
+    """Train; return (bytes up, bytes down) per worker of a ring all-reduce every step."""
     steps = len(streams[0])
     interleaved = [streams[r][s] for s in range(steps) for r in range(len(streams))]
     cfg = inner.model_copy(update={"steps": steps, "accumulation": len(streams)})
     train_inner(model, interleaved, cfg)
-    grad_bytes = 4 * sum(p.numel() for p in model.parameters())
-    return steps * len(streams) * grad_bytes
+    ring = ddp_ring_bytes(len(streams), sum(p.numel() for p in model.parameters()), steps)
+    return ring, ring
 
 
 def _local_sgd(
@@ -120,7 +130,7 @@ def _local_sgd(
     optimizers = [build_inner_optimizer(w, inner) for w in workers]
     feedback = [ErrorFeedback(comp_cfg.ef_decay) for _ in streams]
     params = dict(model.named_parameters())
-    sent = 0
+    up = down = 0
     for rnd in range(args.rounds):
         start = snapshot(model)
         decoded = []
@@ -129,10 +139,11 @@ def _local_sgd(
             batches = stream[rnd * args.inner_steps : (rnd + 1) * args.inner_steps]
             train_inner(worker, batches, inner, optimizer=opt)
             payload, update = ef.compress(compressor, pseudo_gradient(start, worker))
-            sent += payload_nbytes(payload)
+            up += envelope_bytes(payload)
             decoded.append(update)
         outer.step(params, aggregate(decoded, None, agg_cfg))
-    return sent
+        down += envelope_bytes(encode_patch(start, snapshot(model)), ObjectKind.MODEL_PATCH)
+    return round(up / len(streams)), down  # per worker; every worker downloads the same patch
 
 
 def _describe(method: str) -> str:
@@ -160,7 +171,7 @@ def run(args: argparse.Namespace) -> dict:
     for method in args.methods.split(","):
         model = build_model(args.preset, vocab_size=args.vocab, seed=0, device=args.device)
         started = time.perf_counter()
-        sent = (
+        up, down = (
             _ddp(model, streams, inner)
             if method == "ddp"
             else _local_sgd(model, streams, inner, method, args)
@@ -169,10 +180,13 @@ def run(args: argparse.Namespace) -> dict:
         results[method] = {
             "config": _describe(method),
             "heldout_loss": round(loss, 4),
-            "bytes": sent,
+            "bytes_up_per_worker": up,
+            "bytes_down_per_worker": down,
+            "bytes": up + down,  # per worker, both directions
             "seconds": round(time.perf_counter() - started, 1),
         }
-        logger.info("{}: held-out loss {:.4f}, {:,} bytes sent", method, loss, sent)
+        logger.info("{}: held-out loss {:.4f}, {:,} B up + {:,} B down per worker", method,
+                    loss, up, down)  # fmt: skip
     tokens = args.workers * args.rounds * args.inner_steps * args.micro_batch * args.seq_len
     record: dict = {
         "benchmark": "convergence",
@@ -196,7 +210,11 @@ def _verdict(results: dict[str, dict]) -> dict:
     dense_runs = [results[m] for m in DENSE_DILOCO if m in results]
     dense = min(dense_runs, key=lambda r: r["heldout_loss"]) if dense_runs else None
     if sparse and ddp:
+        # Both directions per worker; the upload-only ratio is kept for comparison with the past.
         out["ddp_bytes_over_sparseloco"] = round(ddp["bytes"] / sparse["bytes"], 1)
+        out["ddp_up_over_sparseloco_up"] = round(
+            ddp["bytes_up_per_worker"] / sparse["bytes_up_per_worker"], 1
+        )
         out["sparseloco_loss_over_ddp"] = round(sparse["heldout_loss"] / ddp["heldout_loss"], 4)
     if sparse and dense:
         out["diloco_bytes_over_sparseloco"] = round(dense["bytes"] / sparse["bytes"], 1)

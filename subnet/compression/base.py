@@ -13,11 +13,13 @@ own format.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 import torch
 
 Payload = dict[str, torch.Tensor]
@@ -139,3 +141,65 @@ class Compressor(ABC):
             parts = {part: payload[f"{name}{KEY_SEP}{part}"] for part in specs}
             out[name] = self.decode_tensor(parts, tuple(shape))
         return out
+
+    def support(self, payload: Payload, shapes: Shapes) -> np.ndarray | None:
+        """Sorted global coordinates a sparse payload sends (its fingerprint for copy detection),
+        or ``None`` for a dense codec. Validates the payload; raises :class:`PayloadError`."""
+        reason = self.validate(payload, shapes)
+        if reason is not None:
+            raise PayloadError(reason, self.info.name)
+        return None
+
+    def norm(self, payload: Payload, shapes: Shapes) -> float:
+        """Global L2 norm of the decoded update. The default decodes; sparse codecs compute it
+        from the payload alone, so norm clipping needs no second dense decode."""
+        decoded = self.decode(payload, shapes)
+        return math.sqrt(sum(float(t.double().pow(2).sum()) for t in decoded.values()))
+
+    def add_into(
+        self,
+        payload: Payload,
+        shapes: Shapes,
+        num: dict[str, torch.Tensor],
+        den: dict[str, torch.Tensor] | None,
+        factor: float,
+        scale: float,
+    ) -> None:
+        """Add this update into running sums: ``num += factor * (scale * u)`` and, if ``den`` is
+        given, ``den += factor * [scale * u != 0]`` (missing entries start at zero).
+
+        The default decodes; sparse codecs add only the coordinates they sent, which gives the
+        same sums bit for bit (the other coordinates would add zeros) at a fraction of the cost.
+        """
+        for name, t in self.decode(payload, shapes).items():
+            add_sparse(num, den, name, t, None, factor, scale)
+
+
+def add_sparse(
+    num: dict[str, torch.Tensor],
+    den: dict[str, torch.Tensor] | None,
+    name: str,
+    values: torch.Tensor,
+    flat: torch.Tensor | None,
+    factor: float,
+    scale: float,
+    shape: tuple[int, ...] | None = None,
+) -> None:
+    """``num[name]`` (and ``den[name]``) += one tensor's values, at flat positions ``flat`` or,
+    when ``flat`` is None, densely (``values`` then holds every coordinate)."""
+    clipped = values.float() * scale
+    shape = tuple(shape) if shape is not None else tuple(values.shape)
+    for sums, term in ((den, None), (num, clipped)):
+        if sums is None:
+            continue
+        if term is None:  # den: count the coordinates this update touches
+            term = (clipped != 0).float().mul_(factor)
+        else:
+            term = term.mul_(factor)
+        if name not in sums:  # (not setdefault: that would allocate a model's worth each call)
+            sums[name] = torch.zeros(shape, dtype=torch.float32)
+        acc = sums[name]
+        if flat is None:
+            acc.add_(term.reshape(acc.shape))
+        else:
+            acc.view(-1).index_add_(0, flat, term)

@@ -71,3 +71,16 @@ class ChunkLayout:
             blocks = full.reshape(rows // s, cols // s, s, s).permute(0, 2, 1, 3)
             return blocks.reshape(rows, cols)
         return torch.cat([full.reshape(-1), tail.reshape(-1)]).reshape(self.shape)
+
+    def flat_positions(self, indices: torch.Tensor, k_full: int) -> torch.Tensor:
+        """Row-major flat positions in the tensor of kept chunk-local ``indices`` (chunk order:
+        ``k_full`` per full chunk, then the tail's), so sparse values can be added in place."""
+        n = indices.numel()
+        chunk = torch.clamp(torch.arange(n, device=indices.device) // max(k_full, 1), max=self.full)
+        if not self.blocked:
+            return chunk * self.size + indices
+        cols, s = self.shape[1], self.side
+        grid_cols = cols // s
+        row = (chunk // grid_cols) * s + indices // s
+        col = (chunk % grid_cols) * s + indices % s
+        return row * cols + col

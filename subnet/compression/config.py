@@ -6,21 +6,23 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-CompressorName = Literal["dense-fp32", "dense-bf16", "int8", "sparseloco"]
+CompressorName = Literal["dense-fp32", "dense-bf16", "int8", "sparseloco", "sparseloco-rice"]
 
 
 class CompressionConfig(BaseModel):
     """Which compressor every miner uses, and its parameters.
 
-    Each compressor reads only its own fields: ``int8`` reads ``int8_block``; ``sparseloco`` reads
-    ``topk`` and ``chunk``. ``ef_decay`` is the sender's error-feedback decay (SparseLoCo's beta,
+    Each compressor reads only its own fields: ``int8`` reads ``int8_block``; ``sparseloco`` and
+    ``sparseloco-rice`` read ``topk`` and ``chunk``. ``ef_decay`` is the sender's error-feedback decay (SparseLoCo's beta,
     Sarfi et al., 2025); it applies to any lossy compressor and is inert for lossless ones.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: CompressorName = "sparseloco"
-    topk: int = Field(64, ge=1, description="values kept per full chunk (sparseloco)")
+    name: CompressorName = "sparseloco-rice"
+    topk: int = Field(
+        64, ge=1, description="values kept per full chunk (sparseloco, sparseloco-rice)"
+    )
     chunk: int = Field(
         64, ge=2, le=64, description="block side; a chunk holds chunk*chunk values (<= 4096)"
     )

@@ -41,6 +41,9 @@ class ErrorFeedback:
             acc[name] = value.clone() if previous is None else previous.mul(self.decay).add_(value)
         payload = compressor.encode(acc)
         decoded = compressor.decode(payload, {name: tuple(t.shape) for name, t in acc.items()})
+        # Some codecs (sparseloco-rice) encode and decode on the CPU: bring the decode to the
+        # accumulator's device, so a GPU sender keeps its residual on the GPU.
+        decoded = {name: decoded[name].to(acc[name].device) for name in acc}
         self.buffers = {name: acc[name].sub_(decoded[name]) for name in acc}
         return payload, decoded
 

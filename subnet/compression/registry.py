@@ -11,12 +11,14 @@ from subnet.compression.config import CompressionConfig
 from subnet.compression.dense import DenseCompressor
 from subnet.compression.int8 import Int8Compressor
 from subnet.compression.sparseloco import SparseLoCoCompressor
+from subnet.compression.sparseloco_rice import SparseLoCoRiceCompressor
 
 COMPRESSORS: dict[str, Callable[[CompressionConfig], Compressor]] = {
     "dense-fp32": lambda cfg: DenseCompressor(torch.float32),
     "dense-bf16": lambda cfg: DenseCompressor(torch.bfloat16),
     "int8": lambda cfg: Int8Compressor(cfg.int8_block),
     "sparseloco": lambda cfg: SparseLoCoCompressor(cfg.topk, cfg.chunk),
+    "sparseloco-rice": lambda cfg: SparseLoCoRiceCompressor(cfg.topk, cfg.chunk),
 }
 
 

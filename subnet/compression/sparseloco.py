@@ -25,11 +25,22 @@ smallest and largest value of its bin: that is the error bound the tests assert.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
+import numpy as np
 import torch
 
-from subnet.compression.base import Compressor, CompressorInfo, PartSpec, RejectReason
+from subnet.compression.base import (
+    Compressor,
+    CompressorInfo,
+    PartSpec,
+    Payload,
+    PayloadError,
+    RejectReason,
+    Shapes,
+    add_sparse,
+)
 from subnet.compression.chunking import ChunkLayout
 from subnet.compression.packing import (
     pack_2bit,
@@ -79,8 +90,12 @@ class SparseLoCoCompressor(Compressor):
         """The chunk layout this compressor uses for ``shape``."""
         return ChunkLayout.of(shape, self.chunk)
 
-    def encode_tensor(self, tensor: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Select, sort, quantize and pack one tensor's top-k per chunk."""
+    def select(self, tensor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each chunk's top-k as ``(chunk-local indices int64, values)``, chunks in order.
+
+        Indices ascend within each chunk; full chunks come first (``k_full`` each), then the tail.
+        Every SparseLoCo payload format sends exactly this selection, only coded differently.
+        """
         layout = self.layout(tuple(tensor.shape))
         k_full, k_tail = layout.kept(self.topk)
         full, tail = layout.split(tensor)
@@ -95,6 +110,26 @@ class SparseLoCoCompressor(Compressor):
             val_parts.append(val)
         indices = torch.cat(idx_parts) if idx_parts else tensor.new_zeros(0, dtype=torch.int64)
         values = torch.cat(val_parts) if val_parts else tensor.new_zeros(0)
+        return indices, values
+
+    def scatter(
+        self, indices: torch.Tensor, values: torch.Tensor, shape: tuple[int, ...]
+    ) -> torch.Tensor:
+        """Inverse of :meth:`select`: the kept values back in place, zero everywhere else."""
+        layout = self.layout(shape)
+        k_full, _ = layout.kept(self.topk)
+        cut = layout.full * k_full
+        full = values.new_zeros(layout.full, layout.size)
+        full.scatter_(
+            1, indices[:cut].reshape(layout.full, k_full), values[:cut].reshape(layout.full, k_full)
+        )
+        tail = values.new_zeros(layout.tail)
+        tail.scatter_(0, indices[cut:], values[cut:])
+        return layout.join(full, tail)
+
+    def encode_tensor(self, tensor: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Select, sort, quantize and pack one tensor's top-k per chunk."""
+        indices, values = self.select(tensor)
         codebook, codes = quantize_2bit(values)
         return {"idx": pack_12bit(indices), "val": pack_2bit(codes), "cb": codebook}
 
@@ -137,12 +172,58 @@ class SparseLoCoCompressor(Compressor):
         self, parts: Mapping[str, torch.Tensor], shape: tuple[int, ...]
     ) -> torch.Tensor:
         """Scatter the codebook levels back into their chunks; everything else is zero."""
-        layout = self.layout(shape)
-        full_idx, tail_idx = self._chunk_indices(parts["idx"], layout)
-        values = parts["cb"][unpack_2bit(parts["val"], layout.total_kept(self.topk))]
-        cut = full_idx.numel()
-        full = values.new_zeros(layout.full, layout.size)
-        full.scatter_(1, full_idx, values[:cut].reshape(full_idx.shape))
-        tail = values.new_zeros(layout.tail)
-        tail.scatter_(0, tail_idx, values[cut:])
-        return layout.join(full, tail)
+        kept = self.layout(shape).total_kept(self.topk)
+        indices = unpack_12bit(parts["idx"], kept)
+        values = parts["cb"][unpack_2bit(parts["val"], kept)]
+        return self.scatter(indices, values, shape)
+
+    def support(self, payload: Payload, shapes: Shapes) -> np.ndarray:
+        """Sorted global coordinates of the kept values: tensors in sorted name order, each
+        ``offset + chunk * chunk_size + index`` (see :meth:`Compressor.support`)."""
+        reason = self.validate(payload, shapes)
+        if reason is not None:
+            raise PayloadError(reason, self.info.name)
+        parts, offset = [], 0
+        for name in sorted(shapes):
+            shape = tuple(shapes[name])
+            layout = self.layout(shape)
+            k_full = layout.kept(self.topk)[0]
+            idx = unpack_12bit(payload[f"{name}::idx"], layout.total_kept(self.topk)).numpy()
+            chunk = np.minimum(np.arange(idx.size) // k_full, layout.full)
+            parts.append(offset + chunk * layout.size + idx)
+            offset += math.prod(shape)
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def norm(self, payload: Payload, shapes: Shapes) -> float:
+        """L2 norm of the decoded update from the codebooks and codes alone (no dense decode)."""
+        reason = self.validate(payload, shapes)
+        if reason is not None:
+            raise PayloadError(reason, self.info.name)
+        total = 0.0
+        for name, shape in shapes.items():
+            codes = unpack_2bit(
+                payload[f"{name}::val"], self.layout(tuple(shape)).total_kept(self.topk)
+            )
+            total += float(payload[f"{name}::cb"].double()[codes].pow(2).sum())
+        return math.sqrt(total)
+
+    def add_into(
+        self,
+        payload: Payload,
+        shapes: Shapes,
+        num: dict[str, torch.Tensor],
+        den: dict[str, torch.Tensor] | None,
+        factor: float,
+        scale: float,
+    ) -> None:
+        """Add only the kept values into the sums (see :meth:`Compressor.add_into`)."""
+        reason = self.validate(payload, shapes)
+        if reason is not None:
+            raise PayloadError(reason, self.info.name)
+        for name, shape in shapes.items():
+            layout = self.layout(tuple(shape))
+            kept = layout.total_kept(self.topk)
+            indices = unpack_12bit(payload[f"{name}::idx"], kept)
+            values = payload[f"{name}::cb"][unpack_2bit(payload[f"{name}::val"], kept)]
+            flat = layout.flat_positions(indices, layout.kept(self.topk)[0])
+            add_sparse(num, den, name, values, flat, factor, scale, tuple(shape))

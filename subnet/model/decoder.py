@@ -8,6 +8,8 @@ and fewer parameter kinds keep pseudo-gradients and their compression simple.
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -111,7 +113,10 @@ class Decoder(nn.Module):
         if T > self.config.context_len:
             raise ValueError(f"sequence length {T} exceeds context_len {self.config.context_len}")
         cos, sin = self.rope_cos[:T], self.rope_sin[:T]
-        with torch.autocast(idx.device.type, dtype=torch.bfloat16, enabled=self.config.bf16):
+        # Only ever turn autocast ON here: an `enabled=False` context would switch off the
+        # caller's autocast too, and the inner loop's bf16 setting would silently do nothing.
+        bf16 = torch.autocast(idx.device.type, dtype=torch.bfloat16) if self.config.bf16 else None
+        with bf16 or contextlib.nullcontext():
             x = self.tok_emb(idx)
             for block in self.blocks:
                 x = block(x, cos, sin)

@@ -28,8 +28,10 @@ from ..data import MANIFEST_KEY, TokenDataset
 from ..model import build_model, evaluate_loss
 from ..scoring.report import nobody_scored, parse_report
 from ..storage.base import ObjectNotFound, StorageError
+from ..storage.counting import ddp_ring_bytes
 from ..storage.keys import ObjectKind, dataset_prefix
-from ..training import aggregate, build_outer_optimizer, load_parameters, snapshot
+from ..training import build_outer_optimizer, load_parameters, snapshot
+from ..training.streaming import merge_payloads
 from ..versions import VersionPublisher
 from ..wire import Expected, Rejected, fetch_envelope
 from .base import BaseNeuron
@@ -73,13 +75,15 @@ class MergeResult:
     bytes: int = 0  # bytes of the uploads read
     tokens: int = 0  # tokens the merged senders report (informational)
     reports: int = 0  # score reports used
-    ddp_bytes: int = 0  # what DDP would have sent for the same work
+    ddp_bytes: int = 0  # what DDP (ring all-reduce, fp32, every step) sends for the same work
+    ddp_ring_bytes_per_worker: int = 0  # of which one worker sends (and receives as much)
     merge_seconds: float = 0.0
 
     def fields(self) -> dict[str, Any]:
         """The ``version`` metric's fields (the run page reads them)."""
         return {"weights": self.weights, "bytes": self.bytes, "tokens": self.tokens,
                 "reports": self.reports, "ddp_bytes": self.ddp_bytes,
+                "ddp_ring_bytes_per_worker": self.ddp_ring_bytes_per_worker,
                 "merge_seconds": self.merge_seconds}  # fmt: skip
 
 
@@ -182,20 +186,21 @@ class ModelHolder(BaseNeuron):
         if not chosen:
             logger.info("window {}: nothing to merge ({} uploads)", window, len(got.accepted))
             return MergeResult(window, False, weights)
-        delta = aggregate([got.accepted[hk].delta for hk in chosen],
-                          [weights[hk] for hk in chosen], self.aggregation)  # fmt: skip
+        delta = merge_payloads(self.compressor, [got.accepted[hk].payload for hk in chosen],
+                               shapes, [weights[hk] for hk in chosen], self.aggregation)  # fmt: skip
         self.outer.step(params, delta)
         load_parameters(self.model, params)
         self.unpublished = window
         self.save()  # a crash while publishing resumes with this exact merge (and momentum)
         sent = sum(got.accepted[hk].nbytes for hk in got.accepted)
-        # What DDP would have sent for the same work: every step, every worker that sent an
-        # upload would have sent an fp32 gradient of the whole model.
+        # What DDP would have sent for the same work: every step, each of the workers that sent
+        # an upload all-reducing an fp32 gradient in a ring (and receiving as much again).
         n_params = sum(t.numel() for t in params.values())
-        ddp = len(got.accepted) * p.inner.steps * n_params * 4
+        ring = ddp_ring_bytes(len(got.accepted), n_params, p.inner.steps)
         return MergeResult(window, True, {hk: weights[hk] for hk in chosen}, bytes=sent,
                            tokens=sum(got.accepted[hk].tokens for hk in chosen),
-                           reports=len(reports), ddp_bytes=ddp,
+                           reports=len(reports), ddp_bytes=len(got.accepted) * ring,
+                           ddp_ring_bytes_per_worker=ring,
                            merge_seconds=round(time.perf_counter() - started, 3))  # fmt: skip
 
     def _reports(self, window: int, trusted: set[str]) -> dict[str, dict[str, float]]:
@@ -237,7 +242,8 @@ class ModelHolder(BaseNeuron):
     def _log_version(self, window: int, version: int, **fields: Any) -> None:
         loss = evaluate_loss(self.model, self.data.heldout_batches(8, max_batches=4))
         logger.info("model version {} (window {}): held-out loss {:.4f}", version, window, loss)
-        self.rt.metrics.log("version", window=window, version=version, heldout_loss=loss, **fields)
+        self.rt.metrics.log("version", window=window, version=version, heldout_loss=loss,
+                            **fields, **self.rt.meter.take())  # fmt: skip
 
     def state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         """Model, outer optimizer state, the last and the pending version."""

@@ -22,7 +22,8 @@ from ..compression import ErrorFeedback, Payload, build_compressor, payload_nbyt
 from ..data import sample_receipt
 from ..monitor.progress import progress
 from ..storage.keys import ObjectKind
-from ..training import build_inner_optimizer, pseudo_gradient, train_inner
+from ..training import build_inner_optimizer, pseudo_gradient
+from ..training.trainer import Trainer
 from ..wire import publish_envelope
 from .base import BaseNeuron
 from .replica import Replica
@@ -60,7 +61,9 @@ class Miner(BaseNeuron):
         self.optimizer = build_inner_optimizer(self.replica.model, p.inner)
         self.compressor = build_compressor(p.compression)
         self.ef = ErrorFeedback(p.compression.ef_decay)
+        self.trainer = Trainer(self.rt.cfg.node.parallel)  # one process, or rank 0 of torchrun
         self.sync_seconds = 0.0
+        self.train_record: dict[str, Any] = {}  # the window's train metrics, logged on upload
 
     def train(self, step: Step) -> Upload:
         """The ``train`` action: sync, train, upload on the step's lane."""
@@ -84,7 +87,7 @@ class Miner(BaseNeuron):
         start = self.replica.snapshot()
         batches = progress(self.data.batches(ids, p.inner.micro_batch), desc=f"window {window}",
                            total=p.inner.steps * p.inner.accumulation, unit="batch")  # fmt: skip
-        result = train_inner(self.replica.model, batches, p.inner, self.optimizer)
+        result = self.trainer.train(self.replica.model, batches, p.inner, self.optimizer)
         delta = pseudo_gradient(start, self.replica.model)
         if not math.isfinite(result.mean_loss) or not all(
             bool(d.isfinite().all()) for d in delta.values()
@@ -101,8 +104,9 @@ class Miner(BaseNeuron):
             "window {}: {} steps, loss {:.4f}, {} bytes", window, result.steps, result.mean_loss,
             payload_nbytes(payload),
         )  # fmt: skip
-        self.rt.metrics.log(
-            "train", window=window, steps=result.steps, tokens=result.tokens,
+        # Logged after the upload (publish), so the record's bytes_up includes it.
+        self.train_record = dict(
+            window=window, steps=result.steps, tokens=result.tokens,
             loss=result.mean_loss, seconds=result.seconds, bytes=payload_nbytes(payload),
             version=self.replica.version, sync_seconds=round(self.sync_seconds, 3),
         )  # fmt: skip
@@ -119,6 +123,7 @@ class Miner(BaseNeuron):
         )  # fmt: skip
         result.key = key
         logger.info("uploaded {} ({})", key, "new" if written else "already there")
+        self.rt.metrics.log("train", **self.train_record, **self.rt.meter.take())
 
     def state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         """Model at its version, error feedback, AdamW moments."""

@@ -18,6 +18,7 @@ from ..errors import NotReady
 from ..membership import Membership, Readers, Roster
 from ..monitor import MetricsSink
 from ..storage.base import ObjectNotFound, ObjectStore
+from ..storage.counting import ByteMeter
 from ..storage.keys import dataset_prefix
 from ..topology import LanePlan, RunPlan, SlotPlan
 from ..weights import NoWeights, WeightSink
@@ -38,6 +39,7 @@ class Runtime:
     metrics: MetricsSink
     state_dir: Path
     weights: WeightSink = field(default_factory=NoWeights)
+    meter: ByteMeter = field(default_factory=ByteMeter)  # bytes through store and readers
     windows: WindowClock = field(init=False)
 
     def __post_init__(self) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import torch
 from loguru import logger
 
-from ..compression import Compressor
+from ..compression import Compressor, Payload
 from ..data import sample_receipt
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind
@@ -26,13 +26,20 @@ from .runtime import Runtime
 
 @dataclass
 class Received:
-    """A verified, decoded upload."""
+    """A verified upload, kept compressed: readers decode it when they use it, then drop it, so
+    memory does not grow with the number of uploads (``subnet.training.streaming``)."""
 
     hotkey: str
-    delta: dict[str, torch.Tensor]
+    payload: Payload  # validated against the shapes; decoding cannot fail
     metadata: dict[str, str]
     nbytes: int
     tokens: int  # as the sender reports it: informational only, never a weight
+    compressor: Compressor = field(repr=False)
+    shapes: Mapping[str, tuple[int, ...]] = field(repr=False)
+
+    def decode(self) -> dict[str, torch.Tensor]:
+        """The decoded update, decoded afresh on every call: use it and let it go."""
+        return self.compressor.decode(self.payload, self.shapes)
 
 
 @dataclass
@@ -123,8 +130,8 @@ def _accept(
     reason = compressor.validate(envelope.tensors, shapes)
     if reason is not None:
         raise _Refused(reason)
-    delta = compressor.decode(envelope.tensors, shapes)
-    return Received(hotkey, delta, meta, int(envelope.header.payload_bytes), int(tokens))
+    return Received(hotkey, envelope.tensors, meta, int(envelope.header.payload_bytes),
+                    int(tokens), compressor, shapes)  # fmt: skip
 
 
 def support(delta: Mapping[str, torch.Tensor]) -> frozenset[int]:

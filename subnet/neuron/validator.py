@@ -13,6 +13,7 @@ scores are offered to the runtime's weight sink (on a chain: weights every tempo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -41,7 +42,7 @@ from .replica import Replica
 from .rules import DATA_RULES
 from .state import prefixed, unprefixed
 from .steps import Action, Step
-from .uploads import Received, collect_uploads, support
+from .uploads import Received, collect_uploads
 
 
 @dataclass
@@ -148,6 +149,7 @@ class Validator(BaseNeuron):
         self.rt.metrics.log(
             "scores", window=window, version=self.replica.version,
             verdicts={hk: [v.reason, v.score] for hk, v in verdicts.items()}, moving=self.moving,
+            **self.rt.meter.take(),  # this window's fetches; its report counts in the next
         )  # fmt: skip
         self.first_seen = {k: b for k, b in self.first_seen.items() if k[0] > window}
         self.unreachable = {k for k in self.unreachable if k[0] > window}
@@ -172,10 +174,11 @@ class Validator(BaseNeuron):
         p = self.rt.cfg.protocol
         assigned, n = self.assigned(window), p.eval_samples
         own = {hk: own_subset(assigned(hk), n) for hk in accepted}
-        deltas = {hk: u.delta for hk, u in accepted.items()}
-        # Copy fingerprints need sparsity: a dense update has every index.
-        sparse = self.compressor.info.name == "sparseloco"
-        prints = {hk: support(d) for hk, d in deltas.items()} if sparse else {}
+        deltas = _Decoded(accepted)  # decoded on use: one dense update alive at a time
+        # Copy fingerprints need sparsity: a dense codec (support None) sends every index.
+        shapes = {k: tuple(v.shape) for k, v in self.replica.state.items()}
+        supports = {hk: self.compressor.support(u.payload, shapes) for hk, u in accepted.items()}
+        prints = {} if any(v is None for v in supports.values()) else supports
         history = self.fingerprints.recent(window)
         matches = find_matches(window, prints, history, p.scoring)
 
@@ -238,6 +241,26 @@ class Validator(BaseNeuron):
         self.moving = {k: float(v) for k, v in meta.get("moving", {}).items()}
         self.last_weights_block = int(meta.get("last_weights_block", 0))
         self.replica.restore(meta.get("version"), unprefixed(tensors, "model"))
+
+
+class _Decoded(Mapping):
+    """``hotkey -> decoded update`` of a window's uploads, decoded afresh on every access.
+
+    The uploads stay compressed (``Received``); whoever reads one lets it go, so the validator's
+    memory does not grow with the number of uploads.
+    """
+
+    def __init__(self, accepted: Mapping[str, Received]) -> None:
+        self._accepted = accepted
+
+    def __getitem__(self, hotkey: str) -> dict[str, torch.Tensor]:
+        return self._accepted[hotkey].decode()
+
+    def __iter__(self):
+        return iter(self._accepted)
+
+    def __len__(self) -> int:
+        return len(self._accepted)
 
 
 def _modified(reader, key: str) -> float | None:

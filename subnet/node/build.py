@@ -18,7 +18,8 @@ from ..membership.chain import ChainMembership, JoinSettings
 from ..monitor import MetricsSink
 from ..neuron.runtime import Runtime
 from ..storage.base import StorageError
-from ..storage.readers import ReaderPool
+from ..storage.counting import ByteMeter, CountingStore, counting_factory
+from ..storage.readers import ReaderPool, s3_reader
 from ..storage.s3 import S3Store
 from ..topology import PlanError, RunPlan
 from ..weights.chain import ChainWeights
@@ -51,8 +52,9 @@ def build_runtime(cfg: BeamConfig, role: str) -> Runtime:
         raise ChainSetupError(f"this node's bucket is not usable: {error}") from None
     network = node.subtensor.network
     local = network.startswith(LOCAL_NETWORK_PREFIXES) or network == "local"
-    membership = ChainMembership(chain, cfg.protocol.holder_hotkey,
-                                 ReaderPool(allow_private_endpoints=local),
+    meter = ByteMeter()  # every byte through our bucket and the peers' readers is counted
+    readers = ReaderPool(factory=counting_factory(s3_reader, meter), allow_private_endpoints=local)
+    membership = ChainMembership(chain, cfg.protocol.holder_hotkey, readers,
                                  JoinSettings(wallet, node.storage))  # fmt: skip
     membership.join()
     try:
@@ -67,9 +69,9 @@ def build_runtime(cfg: BeamConfig, role: str) -> Runtime:
     metrics = MetricsSink(state_dir / "metrics.jsonl", mirrors=_mirrors(cfg, role, state_dir, plan),
                           role=role, hotkey=wallet.hotkey.ss58_address,
                           config_hash=cfg.protocol.config_hash(), plan=plan.digest)  # fmt: skip
-    return Runtime(cfg=cfg, role=role, signer=wallet.hotkey, store=store, membership=membership,
-                   clock=BlockClock(chain), plan=plan, metrics=metrics, state_dir=state_dir,
-                   weights=ChainWeights(chain, wallet))  # fmt: skip
+    return Runtime(cfg=cfg, role=role, signer=wallet.hotkey, store=CountingStore(store, meter),
+                   membership=membership, clock=BlockClock(chain), plan=plan, metrics=metrics,
+                   state_dir=state_dir, weights=ChainWeights(chain, wallet), meter=meter)  # fmt: skip
 
 
 def _mirrors(cfg: BeamConfig, role: str, state_dir: Path, plan: RunPlan) -> list:

@@ -26,7 +26,8 @@ from ..neuron.runtime import Runtime
 from ..storage.base import StorageError
 from ..storage.commitment import ReadSettings, encode_commitment
 from ..storage.config import StorageConfig
-from ..storage.readers import ReaderPool
+from ..storage.counting import ByteMeter, CountingStore, counting_factory
+from ..storage.readers import ReaderPool, s3_reader
 from ..storage.s3 import S3Store
 from ..topology import PlanError, RunPlan, Template, compile_plan, load_spec
 from ..weights import NoWeights
@@ -69,6 +70,7 @@ def build_room_runtime(cfg: BeamConfig, role: str) -> Runtime:
     address = parse_address(node.room, node.storage.region)
     wallet = load_wallet(node.wallet)
     hotkey = wallet.hotkey.ss58_address
+    meter = ByteMeter()  # every byte through our bucket and the members' readers is counted
     try:
         rooms = address.open()
         head = rooms.latest()
@@ -76,8 +78,9 @@ def build_room_runtime(cfg: BeamConfig, role: str) -> Runtime:
         if run is None:
             raise RoomError("not_found", f"room {address.room!r} has no run {node.run!r}; "
                             f"`python -m subnet.room status --room {node.room}` lists them")  # fmt: skip
-        membership = RoomMembership(rooms, run.name, hotkey, load_spec(run.topology),
-                                    ReaderPool(allow_private_endpoints=address.local))  # fmt: skip
+        pool = ReaderPool(factory=counting_factory(s3_reader, meter),
+                          allow_private_endpoints=address.local)
+        membership = RoomMembership(rooms, run.name, hotkey, load_spec(run.topology), pool)
         membership.refresh()
         membership.join()
         plan = run_plan(run, membership)
@@ -105,6 +108,6 @@ def build_room_runtime(cfg: BeamConfig, role: str) -> Runtime:
                           config_hash=protocol.config_hash(), plan=plan.digest)  # fmt: skip
     logger.info("room {} run {}: {} as {}, plan {}, {} s ticks", address.room, run.name, hotkey,
                 role, plan.digest, run.tick_seconds)  # fmt: skip
-    return Runtime(cfg=cfg, role=role, signer=wallet.hotkey, store=store, membership=membership,
-                   clock=TimeClock(run.tick_seconds, run.origin), plan=plan, metrics=metrics,
-                   state_dir=state_dir, weights=NoWeights())  # fmt: skip
+    return Runtime(cfg=cfg, role=role, signer=wallet.hotkey, store=CountingStore(store, meter),
+                   membership=membership, clock=TimeClock(run.tick_seconds, run.origin), plan=plan,
+                   metrics=metrics, state_dir=state_dir, weights=NoWeights(), meter=meter)  # fmt: skip

@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from subnet.scoring.copies import Match
 from subnet.scoring.evidence import Specificity, relative_gains, specificity
 from subnet.scoring.window import Evaluation
-from subnet.training.aggregation import clip_to_median_norm
+from subnet.training.aggregation import clip_scales, clip_to_median_norm, global_norm
 from subnet.training.pseudograd import load_parameters
 
 Delta = Mapping[str, Tensor]
@@ -86,13 +86,20 @@ def references(deltas: Mapping[str, Delta]) -> Callable[[str], tuple[str, Delta 
     everyone: its losses are measured once per sample set, and including the upload itself
     shrinks every upload's excess by the same factor of about ``1 - 1/n``, which changes no
     share. Below that, the leave-one-out mean (a lone or paired upload would cancel itself).
+
+    ``deltas`` may decode on every access (the validator's uploads stay compressed): the shared
+    reference is summed one upload at a time, so memory does not grow with the uploads.
     """
     if len(deltas) < COMMON_FROM:
         loo = leave_one_out(deltas)
         return lambda hk: (f"loo/{hk}", loo(hk))
     names = sorted(deltas)
-    clipped = clip_to_median_norm([deltas[n] for n in names])
-    common = {k: sum(c[k] for c in clipped) / len(clipped) for k in clipped[0]}
+    scales = clip_scales([global_norm(deltas[n]) for n in names])
+    common: dict[str, Tensor] = {}
+    for name, scale in zip(names, scales, strict=True):
+        for k, t in deltas[name].items():
+            part = t.float() * (scale / len(names))
+            common[k] = common[k].add_(part) if k in common else part
     return lambda _hk: ("common", common)
 
 
@@ -154,9 +161,10 @@ def assess_window(
     specs: dict[str, Specificity] = {}
     evaluations = []
     for hk in sorted(deltas):
-        ids, reference = own_ids[hk], reference_of(hk)
-        base, after = probe.losses(None, ids), probe.losses(deltas[hk], ids)
-        after_rand = probe.losses(deltas[hk], random_ids)
+        ids, reference, delta = own_ids[hk], reference_of(hk), deltas[hk]
+        base, after = probe.losses(None, ids), probe.losses(delta, ids)
+        after_rand = probe.losses(delta, random_ids)
+        del delta  # one decoded upload alive at a time
         rand_gains[hk] = (relative_gains(base_rand, after_rand),
                           _gains_of(probe, reference, random_ids))  # fmt: skip
         specs[hk] = specificity(relative_gains(base, after), _gains_of(probe, reference, ids),

@@ -19,7 +19,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
 
+import numpy as np
+
 from subnet.scoring.config import ScoringConfig
+from subnet.scoring.overlap import as_sorted_array, intersection_size, pair_overlaps
 
 
 @dataclass(frozen=True)
@@ -28,26 +31,24 @@ class Upload:
 
     ``order`` sorts earlier uploads first, e.g. ``(observed_block, last_modified_ts, hotkey)``;
     ending it with the hotkey keeps ties deterministic. ``indices`` are the flattened global
-    coordinates the upload carries (its top-k set), e.g. ``frozenset(decoded_indices.tolist())``.
+    coordinates the upload carries (its top-k set): a set, or (much faster for large uploads) a
+    sorted ``int64`` array such as :meth:`subnet.compression.Compressor.support` returns.
     """
 
     hotkey: str
     order: tuple
-    indices: Set[int]
+    indices: Set[int] | np.ndarray
 
 
-def index_overlap(a: Set[int], b: Set[int]) -> float:
+def index_overlap(a: Set[int] | np.ndarray, b: Set[int] | np.ndarray) -> float:
     """``|a & b| / min(|a|, |b|)``, in [0, 1]; 0 when either set is empty.
 
     Dividing by the smaller set catches a copier who uploads only a subset of the original's
     coordinates. An empty upload carries nothing to copy, so it matches nothing.
     """
-    smaller = min(len(a), len(b))
-    if smaller == 0:
-        return 0.0
-    if len(a) > len(b):  # iterate over the smaller set
-        a, b = b, a
-    return len(a & b) / smaller
+    a, b = as_sorted_array(a), as_sorted_array(b)
+    smaller = min(a.size, b.size)
+    return intersection_size(a, b) / smaller if smaller else 0.0
 
 
 def _sorted_uploads(uploads: Iterable[Upload]) -> list[Upload]:
@@ -68,16 +69,19 @@ def detect_copies(uploads: Iterable[Upload], cfg: ScoringConfig) -> dict[str, st
     matches several earlier uploads, the earliest root wins. The result does not depend on the
     order of ``uploads`` and is sorted by copier hotkey.
 
-    Cost is one set intersection per pair: O(n^2 k) for n uploads of k indices each.
+    Overlaps come from :func:`subnet.scoring.overlap.pair_overlaps`: a secret random sample of
+    every index set screens the pairs, and only pairs near the threshold are intersected exactly
+    (64 uploads of 300 k indices: well under a second instead of about 10 s of set intersections).
     """
     ordered = _sorted_uploads(uploads)
     rank = {u.hotkey: i for i, u in enumerate(ordered)}
+    overlaps = pair_overlaps([as_sorted_array(u.indices) for u in ordered], cfg.copy_overlap)
     copies: dict[str, str] = {}
     for j, later in enumerate(ordered):
         roots = [
             copies.get(earlier.hotkey, earlier.hotkey)
-            for earlier in ordered[:j]
-            if index_overlap(earlier.indices, later.indices) >= cfg.copy_overlap
+            for i, earlier in enumerate(ordered[:j])
+            if overlaps.get((i, j), 0.0) >= cfg.copy_overlap
         ]
         if roots:
             copies[later.hotkey] = min(roots, key=rank.__getitem__)
@@ -101,8 +105,8 @@ class Match:
 
 def find_matches(
     window: int,
-    current: Mapping[str, Set[int]],
-    history: Mapping[tuple[int, str], Set[int]],
+    current: Mapping[str, Set[int] | np.ndarray],
+    history: Mapping[tuple[int, str], Set[int] | np.ndarray],
     cfg: ScoringConfig,
 ) -> list[Match]:
     """Every pair of fingerprints with ``index_overlap >= cfg.copy_overlap``, sorted.
@@ -156,16 +160,16 @@ class FingerprintLog:
 
     def __init__(self, keep: int) -> None:
         self.keep = keep
-        self.entries: dict[tuple[int, str], frozenset[int]] = {}
+        self.entries: dict[tuple[int, str], np.ndarray] = {}
 
-    def recent(self, window: int) -> dict[tuple[int, str], frozenset[int]]:
+    def recent(self, window: int) -> dict[tuple[int, str], np.ndarray]:
         """Entries of the ``keep`` windows before ``window``."""
         return {k: v for k, v in self.entries.items() if window - self.keep <= k[0] < window}
 
-    def record(self, window: int, uploads: Mapping[str, Set[int]]) -> None:
-        """Keep ``window``'s fingerprints; forget windows older than ``keep`` before it."""
+    def record(self, window: int, uploads: Mapping[str, Set[int] | np.ndarray]) -> None:
+        """Keep ``window``'s fingerprints (as sorted arrays); forget windows older than ``keep``."""
         for hotkey, indices in uploads.items():
-            self.entries[(window, hotkey)] = frozenset(indices)
+            self.entries[(window, hotkey)] = as_sorted_array(indices)
         self.entries = {k: v for k, v in self.entries.items() if k[0] > window - self.keep}
 
 

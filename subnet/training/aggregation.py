@@ -12,6 +12,14 @@ Before any rule, :func:`clip_to_median_norm` can scale every update down to the 
 global L2 norms, so no single contributor can dominate by sheer size (as in robust FL practice,
 e.g. Karimireddy et al., 2021, "Learning from History for Byzantine Robust Optimization").
 All functions are pure: they return new tensors and never modify their inputs.
+
+:func:`aggregate_stream` computes the same result from *sources* (callables that decode one
+update when called) while holding at most one decoded update at a time: peak memory is the output
+plus one update (two copies for ``mean``, three for ``sparse_mean``), whatever the number of
+contributors. Norm clipping needs every norm before the first update is scaled, so the norms are
+either passed in (a sparse codec computes them from its payload) or taken in a first pass over the
+sources. The order statistics (``median``, ``trimmed_mean``) need every contributor's value of a
+coordinate at once; they decode all sources, as :func:`aggregate` does.
 """
 
 from __future__ import annotations
@@ -50,15 +58,19 @@ def global_norm(update: Update) -> float:
     return math.sqrt(sum(float(t.float().pow(2).sum()) for t in update.values()))
 
 
+def clip_scales(norms: Sequence[float]) -> list[float]:
+    """``min(1, median_norm / norm)`` for each norm: the factors :func:`clip_to_median_norm` uses."""
+    median = float(_middle(torch.tensor(sorted(norms), dtype=torch.float64)))
+    return [1.0 if norm <= median else median / norm for norm in norms]
+
+
 def clip_to_median_norm(updates: Sequence[Update]) -> list[dict[str, torch.Tensor]]:
     """Scale each update by ``min(1, median_norm / its_norm)``."""
-    norms = [global_norm(u) for u in updates]
-    median = float(_middle(torch.tensor(sorted(norms), dtype=torch.float64)))
-    out = []
-    for update, norm in zip(updates, norms, strict=True):
-        scale = 1.0 if norm <= median else median / norm
-        out.append({name: t.float() * scale for name, t in update.items()})
-    return out
+    scales = clip_scales([global_norm(u) for u in updates])
+    return [
+        {name: t.float() * scale for name, t in update.items()}
+        for update, scale in zip(updates, scales, strict=True)
+    ]
 
 
 def weighted_mean(
@@ -140,3 +152,75 @@ def aggregate(
     if cfg.clip_to_median_norm:
         updates = clip_to_median_norm(updates)
     return AGGREGATORS[cfg.rule](updates, weights, cfg)
+
+
+#: Decodes one contributor's update when called; called once per pass, the result dropped after.
+Source = Callable[[], Update]
+
+#: Adds one contributor into running sums: ``adder(num, den, factor, scale)`` does
+#: ``num += factor * (scale * u)`` and, when ``den`` is not None, ``den += factor * [scale * u != 0]``,
+#: creating missing entries as zeros. A sparse codec adds only the coordinates it sent.
+Adder = Callable[[dict[str, torch.Tensor], dict[str, torch.Tensor] | None, float, float], None]
+
+
+def dense_adder(source: Source) -> Adder:
+    """The :data:`Adder` of a source: decode, add every coordinate, drop the decoded update.
+
+    Same operations in the same order as the eager rules (clip, multiply, add from zero), so
+    the sums are bit-identical to :func:`weighted_mean` / :func:`sparse_mean`.
+    """
+
+    def add(num: dict, den: dict | None, factor: float, scale: float) -> None:
+        for name, t in source().items():
+            clipped = t.float() * scale
+            sums = (num,) if den is None else (num, den)
+            for acc in sums:
+                if name not in acc:  # (setdefault would allocate zeros on every call)
+                    acc[name] = torch.zeros_like(clipped)
+            if den is not None:
+                den[name].add_((clipped != 0).float().mul_(factor))
+            num[name].add_(clipped.mul_(factor))
+
+    return add
+
+
+def aggregate_stream(
+    sources: Sequence[Source],
+    weights: Sequence[float] | None = None,
+    cfg: AggregationConfig | None = None,
+    norms: Sequence[float] | None = None,
+    adders: Sequence[Adder] | None = None,
+) -> dict[str, torch.Tensor]:
+    """:func:`aggregate` over sources that decode on demand, one update in memory at a time.
+
+    ``norms`` (each source's global L2 norm) saves the first pass when clipping is on;
+    ``adders`` (one per source) replace the dense decode for ``mean`` and ``sparse_mean``.
+    """
+    cfg = cfg or AggregationConfig()
+    weights = _check_weights(sources, weights)
+    scales = [1.0] * len(sources)
+    if cfg.clip_to_median_norm:
+        if norms is None:
+            norms = [global_norm(source()) for source in sources]
+        scales = clip_scales(norms)
+    if cfg.rule in ("median", "trimmed_mean"):
+        updates = [
+            {name: t.float() * scale for name, t in source().items()}
+            for source, scale in zip(sources, scales, strict=True)
+        ]
+        return AGGREGATORS[cfg.rule](updates, weights, cfg)
+    adders = [dense_adder(s) for s in sources] if adders is None else adders
+    num: dict[str, torch.Tensor] = {}
+    if cfg.rule == "mean":
+        total = sum(weights)
+        for add, w, scale in zip(adders, weights, scales, strict=True):
+            add(num, None, w / total, scale)
+        return num
+    den: dict[str, torch.Tensor] = {}
+    for add, w, scale in zip(adders, weights, scales, strict=True):
+        add(num, den, w, scale)
+    return {
+        name: torch.where(den[name] > 0, num[name] / den[name].clamp(min=1e-30),
+                          torch.zeros_like(num[name]))
+        for name in num
+    }  # fmt: skip

@@ -140,3 +140,15 @@ def test_every_neuron_ends_on_the_same_model_hash(run):
         digests[name] = (meta["version"], state_digest(model).hex())
     assert {v for v, _ in digests.values()} == {final["version"]}, digests
     assert len({d for _, d in digests.values()}) == 1, digests
+
+
+def test_bytes_are_counted_both_ways(run):
+    """Every record counts what crossed the network: a miner's upload envelope is larger than
+    its tensors, and the holder downloads at least the uploads it merged."""
+    dirs = neuron_dirs(run)
+    for name in HONEST:
+        trains = read_records(dirs[name] / "metrics.jsonl", "train")
+        assert trains and all(t["bytes_up"] > t["bytes"] for t in trains), trains
+        assert all(t["bytes_down"] > 0 for t in trains[1:]), trains  # each window's new version
+    merged = [v for v in read_records(metrics(run, "holder"), "version") if v.get("bytes")]
+    assert merged and all(v["bytes_down"] >= v["bytes"] and v["bytes_up"] > 0 for v in merged)

