@@ -189,5 +189,11 @@ def load_toml(path: str | Path) -> dict[str, Any]:
         return tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist; check --config") from None
+    except IsADirectoryError:
+        raise ConfigError(
+            f"--config {path} is a folder; give the TOML file in it (e.g. {path}/protocol.toml)"
+        ) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"config file {path} cannot be read: {error}") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"config file {path} is not valid TOML: {error}") from None

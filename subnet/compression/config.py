@@ -19,7 +19,9 @@ class CompressionConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: CompressorName = "sparseloco"
+    name: CompressorName = Field(
+        "sparseloco", description="pseudo-gradient codec: sparseloco, int8, dense-bf16, dense-fp32"
+    )
     topk: int = Field(64, ge=1, description="values kept per full chunk (sparseloco)")
     chunk: int = Field(
         64, ge=2, le=64, description="block side; a chunk holds chunk*chunk values (<= 4096)"

@@ -19,6 +19,7 @@ from ..clock import WindowClock
 from ..config import BeamConfig
 from ..data import TokenDataset
 from ..monitor import MetricsSink
+from ..preflight import bucket_hint
 from ..storage.base import ObjectNotFound, ObjectStore, StorageError
 from ..storage.commitment import CommitmentError, ReadSettings, decode_commitment, encode_commitment
 from ..storage.keys import dataset_prefix
@@ -118,7 +119,8 @@ def build_runtime(cfg: BeamConfig, role: str) -> Runtime:
     try:
         store.check()
     except StorageError as error:
-        raise ChainSetupError(f"this node's bucket is not usable: {error}") from None
+        hint = bucket_hint(node.storage, error.reason)
+        raise ChainSetupError(f"this node's bucket is not usable: {error}; {hint}") from None
     local = (
         node.subtensor.network.startswith(LOCAL_NETWORK_PREFIXES)
         or node.subtensor.network == "local"

@@ -123,11 +123,22 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return records
 
 
+def metrics_files(path: str | Path) -> list[Path]:
+    """Every neuron's ``metrics.jsonl`` under a run folder.
+
+    A local run keeps them in ``path/state/<neuron>/``; a hand-started neuron in
+    ``<--neuron.state_dir>/<neuron>/`` (default ``.beam/state``), so ``path`` may also be that
+    state folder itself, or the folder above it.
+    """
+    path = Path(path)
+    return sorted(set(path.glob("state/*/metrics.jsonl")) | set(path.glob("*/metrics.jsonl")))
+
+
 def load_run(path: str | Path) -> Run:
-    """Read ``path/run.json`` and every ``path/state/*/metrics.jsonl`` into a :class:`Run`."""
+    """Read ``path/run.json`` and every neuron's ``metrics.jsonl`` (see :func:`metrics_files`)."""
     path = Path(path)
     run = _read_header(path)
-    for metrics in sorted(path.glob("state/*/metrics.jsonl")):
+    for metrics in metrics_files(path):
         for record in read_jsonl(metrics):
             _add(run, record)
     versions = {v.version: v for v in sorted(run.versions, key=lambda v: v.t)}  # last one wins
