@@ -35,7 +35,7 @@ from .miner import assignment, samples_per_window
 from .replica import checkpoint_bytes
 from .runtime import Runtime
 from .state import prefixed, unprefixed
-from .uploads import collect_uploads
+from .uploads import collect_uploads, log_uploads
 
 _REPORT = TypeAdapter(dict[str, Annotated[float, Field(allow_inf_nan=False)]])
 
@@ -131,11 +131,12 @@ class ModelHolder(BaseNeuron):
         got = collect_uploads(self.rt, window, miners, base_version=self.version,
                               compressor=self.compressor, shapes=shapes,
                               assigned=assignment(self.rt, self.data, window))  # fmt: skip
-        # Units when nobody scored: the work the protocol assigned (receipts checked), never a
-        # number the miner claims.
-        units = {hk: samples_per_window(self.rt) for hk in got.accepted}
+        # Units when nobody scored: the samples each receipt proves trained (the whole
+        # assignment, or the prefix a partial upload names), never a number the miner claims.
+        units = {hk: got.accepted[hk].samples or samples_per_window(self.rt) for hk in got.accepted}
         weights = merge_weights(reports, trusted, units)
         chosen = [hk for hk in sorted(got.accepted) if weights.get(hk, 0.0) > 0]
+        log_uploads(self.rt.metrics, window, got, weights, len(reports))
         if not chosen:
             logger.info("window {}: nothing to merge ({} uploads)", window, len(got.accepted))
             return {"merged": False, "weights": weights}
@@ -144,11 +145,12 @@ class ModelHolder(BaseNeuron):
         self.outer.step(params, delta)
         load_parameters(self.model, params)
         self.unpublished = window
-        sent = sum(got.accepted[hk].nbytes for hk in got.accepted)
-        # What DDP would have sent for the same work: every step, every worker that sent an
-        # upload would have sent an fp32 gradient of the whole model.
+        # Bytes and DDP bytes over the same uploads as the merge (the contributors): what DDP
+        # would have sent for the same work is an fp32 gradient of the whole model per step
+        # each contributor trained.
+        sent = sum(got.accepted[hk].nbytes for hk in chosen)
         n_params = sum(t.numel() for t in params.values())
-        ddp = len(got.accepted) * p.inner.steps * n_params * 4
+        ddp = sum(got.accepted[hk].steps or p.inner.steps for hk in chosen) * n_params * 4
         return {"merged": True, "weights": {hk: weights[hk] for hk in chosen}, "bytes": sent,
                 "tokens": sum(got.accepted[hk].tokens for hk in chosen),
                 "reports": len(reports), "ddp_bytes": ddp,

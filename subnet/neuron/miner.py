@@ -22,12 +22,19 @@ from ..compression import ErrorFeedback, Payload, build_compressor, payload_nbyt
 from ..data import TokenDataset, assign_samples, sample_receipt
 from ..monitor.progress import progress
 from ..storage.keys import ObjectKind
-from ..training import build_inner_optimizer, pseudo_gradient, train_inner
+from ..training import build_inner_optimizer, pseudo_gradient
 from ..wire import publish_envelope
 from .base import BaseNeuron
+from .pacing import BlockTimer, Pace, PacedResult, fit_steps, margin_s, train_paced
 from .replica import Replica
 from .runtime import Runtime
 from .state import load_optimizer_state, optimizer_state, prefixed, unprefixed
+
+
+class WindowSkipped(TimeoutError):
+    """This window's work cannot reach the upload deadline: skipped early, not uploaded late."""
+
+    reason = "too_slow"
 
 
 class NonFinite(ArithmeticError):
@@ -70,6 +77,16 @@ class Miner(BaseNeuron):
         self.compressor = build_compressor(p.compression)
         self.ef = ErrorFeedback(p.compression.ef_decay)
         self.sync_seconds = 0.0
+        self.blocks = BlockTimer(nominal_s=float(rt.chain.subtensor.block_time()))
+        self.pace = Pace()
+        self.trained_at = 0.0  # perf_counter when the last training ended (upload timing)
+
+    def on_block(self, block: int, window: int, offset: int) -> None:
+        self.blocks.observe(block, time.monotonic())  # measures the block time
+
+    def deadline_block(self, window: int) -> int:
+        """The first block at which an upload for ``window`` is late."""
+        return self.rt.clock.start(window) + self.rt.cfg.protocol.window.upload_deadline
 
     def phase(self) -> tuple[int, int]:
         return 0, self.rt.cfg.protocol.window.upload_deadline - 1
@@ -91,7 +108,9 @@ class Miner(BaseNeuron):
         start = self.replica.snapshot()
         batches = progress(self.data.batches(ids, p.inner.micro_batch), desc=f"window {window}",
                            total=p.inner.steps * p.inner.accumulation, unit="batch")  # fmt: skip
-        result = train_inner(self.replica.model, batches, p.inner, self.optimizer)
+        paced = self._train(window, batches)
+        result = paced.result
+        ids = ids[: result.steps * p.inner.micro_batch * p.inner.accumulation]  # trained prefix
         delta = pseudo_gradient(start, self.replica.model)
         if not math.isfinite(result.mean_loss) or not all(
             bool(d.isfinite().all()) for d in delta.values()
@@ -112,8 +131,11 @@ class Miner(BaseNeuron):
             "train", window=window, steps=result.steps, tokens=result.tokens,
             loss=result.mean_loss, seconds=result.seconds, bytes=payload_nbytes(payload),
             version=self.replica.version, sync_seconds=round(self.sync_seconds, 3),
+            steps_assigned=p.inner.steps, stopped=paced.stopped,
         )  # fmt: skip
+        self.trained_at = time.perf_counter()
         return Upload(payload, {"receipt": sample_receipt(ids), "samples": str(len(ids)),
+                                "steps": str(result.steps),
                                 "tokens": str(result.tokens), "loss": f"{result.mean_loss:.6f}",
                                 "config_hash": p.config_hash()})  # fmt: skip
 
@@ -124,6 +146,56 @@ class Miner(BaseNeuron):
             base_version=self.replica.version, metadata=result.metadata,
         )  # fmt: skip
         logger.info("uploaded {} ({})", key, "new" if written else "already there")
+        self._check_lateness(window, time.perf_counter() - self.trained_at)
+
+    def _seconds_to_deadline(self, window: int) -> float:
+        return self.blocks.seconds_until(self.deadline_block(window), time.monotonic())
+
+    def _train(self, window: int, batches) -> PacedResult:
+        """Fit the steps to the time left before the upload deadline, or skip the window now."""
+        p = self.rt.cfg.protocol
+        self.blocks.observe(self.rt.chain.block(), time.monotonic())
+        left = self._seconds_to_deadline(window)
+        margin = margin_s(left, self.blocks.seconds_per_block())
+        fit = fit_steps(p.inner.steps, p.inner.least_steps(), left, self.pace, margin)
+        if fit.reason == "fitted":
+            logger.warning("window {}: training {} of {} steps to upload in time ({})", window,
+                           fit.steps, p.inner.steps, fit.detail)  # fmt: skip
+        if fit.steps > 0:
+            reserve = margin + (self.pace.tail_s or 0.0)
+            paced = train_paced(
+                self.replica.model, batches, p.inner, self.optimizer, steps=fit.steps,
+                seconds_left=lambda: self._seconds_to_deadline(window) - reserve, pace=self.pace,
+            )  # fmt: skip
+            if paced.stopped != "abandoned":
+                return paced
+            self.replica.reset()  # the steps taken are discarded with the window
+            fit = fit_steps(p.inner.steps, p.inner.least_steps(),
+                            self._seconds_to_deadline(window), self.pace, margin)  # fmt: skip
+        self.rt.metrics.log("window_skipped", window=window, reason="too_slow", detail=fit.detail,
+                            seconds_left=round(left, 3), step_seconds=self.pace.step_s,
+                            block_seconds=round(self.blocks.seconds_per_block(), 3))  # fmt: skip
+        raise WindowSkipped(f"skipped rather than upload late: {fit.detail}")
+
+    def _check_lateness(self, window: int, upload_seconds: float) -> None:
+        """Record how the upload landed against the deadline; warn, with numbers, if late."""
+        self.pace.observe_tail(upload_seconds)
+        block = self.rt.chain.block()
+        self.blocks.observe(block, time.monotonic())
+        deadline = self.deadline_block(window)
+        early = self._seconds_to_deadline(window)
+        late = block >= deadline
+        self.rt.metrics.log("upload", window=window, block=block, deadline_block=deadline,
+                            seconds_to_deadline=round(early, 3), late=late,
+                            upload_seconds=round(upload_seconds, 3), step_seconds=self.pace.step_s,
+                            block_seconds=round(self.blocks.seconds_per_block(), 3))  # fmt: skip
+        if late:
+            logger.warning(
+                "window {}: upload landed at block {}, {} block(s) after the upload deadline "
+                "(block {}): validators score it late (0). Steps take {:.2f} s, compress and "
+                "upload {:.1f} s, blocks {:.2f} s", window, block, block - deadline + 1, deadline,
+                self.pace.step_s or 0.0, upload_seconds, self.blocks.seconds_per_block(),
+            )  # fmt: skip
 
     def state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         groups, moments = optimizer_state(self.optimizer)

@@ -111,6 +111,8 @@ class Validator(BaseNeuron):
         self.rt.metrics.log(
             "scores", window=window, version=self.replica.version,
             verdicts={hk: [v.reason, v.score] for hk, v in verdicts.items()}, moving=self.moving,
+            details={hk: v.detail for hk, v in verdicts.items() if v.detail},
+            empty=not got.accepted, block=self.rt.chain.block(),
         )  # fmt: skip
         self.first_seen = {k: b for k, b in self.first_seen.items() if k[0] > window}
         self.unreachable = {k for k in self.unreachable if k[0] > window}
@@ -123,7 +125,9 @@ class Validator(BaseNeuron):
         random_ids = random_sample_ids(p.eval_samples, self.data.split_samples("train"))
         before_random = self._loss(random_ids)
         return [
-            self._evaluate(upload, assigned(hk)[: p.eval_samples], random_ids, before_random)
+            # a partial upload is evaluated on the prefix it trained
+            self._evaluate(upload, assigned(hk)[: min(p.eval_samples, upload.samples or p.eval_samples)],
+                           random_ids, before_random)
             for hk, upload in accepted.items()
         ]
 
@@ -164,7 +168,8 @@ class Validator(BaseNeuron):
         after_assigned, after_random = self._loss(assigned), self._loss(random_ids)
         self.replica.reset()
         return Evaluation(
-            upload.hotkey, before_assigned, after_assigned, before_random, after_random
+            upload.hotkey, before_assigned, after_assigned, before_random, after_random,
+            fraction=upload.fraction,
         )
 
     def publish(self, window: int, result: dict[str, Any]) -> None:

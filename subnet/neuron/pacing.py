@@ -1,0 +1,175 @@
+"""Pacing: a miner fits its inner steps to the time left before the upload deadline.
+
+An upload that lands after the deadline scores 0 (``late``), so a miner on a slow or busy
+machine must know the deadline it races, in seconds, and adapt instead of failing every window:
+
+* ``BlockTimer`` turns the window clock's deadline block into seconds: it measures the chain's
+  block time from the blocks the neuron sees (the chain's nominal block time until it has two).
+* ``Pace`` remembers how long one inner step takes and how long compressing and uploading take
+  (moving averages, so a machine that gets busier is noticed within a window or two).
+* ``fit_steps`` decides before training: all ``H`` steps, fewer (at least the protocol's
+  ``inner.min_steps``), or skip the window now with a reason rather than upload late.
+* ``train_paced`` trains in chunks and re-checks the clock between them, so a first window (no
+  measurement yet) or a sudden slowdown still stops in time.
+
+A miner that trains ``k < H`` steps uploads the receipt of the first ``k x micro_batch x
+accumulation`` of its assigned samples, and validators credit it ``k / H`` of its score
+(docs/protocol.md, "Partial uploads"). Nothing here does I/O: the clock and the training
+function come in as arguments.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+from torch import nn
+from torch.optim import Optimizer
+
+from ..training import train_inner
+from ..training.config import InnerConfig
+from ..training.inner import Batch, InnerResult
+
+
+@dataclass
+class BlockTimer:
+    """Seconds per block, measured from ``(block, time)`` observations of the chain head."""
+
+    nominal_s: float = 12.0  # the chain's own figure, used until two blocks are observed
+    seen: deque = field(default_factory=lambda: deque(maxlen=32))
+
+    def observe(self, block: int, t: float) -> None:
+        """Note that the head was ``block`` at monotonic time ``t`` (the first sighting counts)."""
+        if not self.seen or block > self.seen[-1][0]:
+            self.seen.append((block, t))
+
+    def seconds_per_block(self) -> float:
+        """Measured over the observations kept; the nominal block time before that."""
+        if len(self.seen) < 2 or self.seen[-1][0] == self.seen[0][0]:
+            return self.nominal_s
+        (b0, t0), (b1, t1) = self.seen[0], self.seen[-1]
+        return max(1e-3, (t1 - t0) / (b1 - b0))
+
+    def seconds_until(self, block: int, now: float) -> float:
+        """Predicted seconds from ``now`` until the chain produces ``block`` (negative: past)."""
+        if not self.seen:
+            return math.inf
+        last_block, last_t = self.seen[-1]
+        return (block - last_block) * self.seconds_per_block() - (now - last_t)
+
+
+@dataclass
+class Pace:
+    """Moving averages of what a window's work costs on this machine right now."""
+
+    alpha: float = 0.5
+    step_s: float | None = None  # one inner step (forward, backward, optimizer)
+    tail_s: float | None = None  # after training: pseudo-gradient, compression, upload
+
+    def observe_steps(self, steps: int, seconds: float) -> None:
+        """Fold in ``steps`` steps that took ``seconds``."""
+        if steps > 0:
+            self.step_s = _ema(self.step_s, seconds / steps, self.alpha)
+
+    def observe_tail(self, seconds: float) -> None:
+        """Fold in one window's time from the end of training to the upload being written."""
+        self.tail_s = _ema(self.tail_s, seconds, self.alpha)
+
+
+def _ema(old: float | None, new: float, alpha: float) -> float:
+    return new if old is None else (1 - alpha) * old + alpha * new
+
+
+@dataclass(frozen=True)
+class Fit:
+    """How many steps to train this window and why; ``steps == 0`` means skip the window."""
+
+    steps: int
+    reason: str  # "full", "fitted" or "skip"
+    detail: str  # the numbers behind the decision, for the log
+
+
+def margin_s(seconds_left: float, block_s: float) -> float:
+    """Headroom kept before the deadline: half a block (the validator sees blocks late by up
+    to a poll) plus 5% of the time left (timing noise on a busy machine)."""
+    return 0.5 * block_s + 0.05 * max(0.0, seconds_left)
+
+
+def fit_steps(full: int, least: int, seconds_left: float, pace: Pace, margin: float) -> Fit:
+    """The number of steps that fits in ``seconds_left`` with the upload and ``margin`` after it.
+
+    With no measurement yet every step is planned (``train_paced`` still stops in time).
+    """
+    tail = pace.tail_s or 0.0
+    budget = seconds_left - tail - margin
+    if pace.step_s is None:
+        if budget <= 0:
+            return Fit(0, "skip", f"{seconds_left:.1f} s left before the upload deadline")
+        return Fit(full, "full", f"{seconds_left:.1f} s left, step time not measured yet")
+    affordable = int(budget // pace.step_s) if budget > 0 else 0
+    numbers = (
+        f"{seconds_left:.1f} s left before the upload deadline, {pace.step_s:.2f} s per step, "
+        f"{tail:.1f} s to compress and upload, {margin:.1f} s margin"
+    )
+    if affordable >= full:
+        return Fit(full, "full", numbers)
+    if affordable >= least:
+        return Fit(affordable, "fitted", f"{affordable} of {full} steps fit: {numbers}")
+    return Fit(0, "skip", f"even {least} steps (the protocol's minimum) would be late: {numbers}")
+
+
+@dataclass(frozen=True)
+class PacedResult:
+    """What ``train_paced`` did; ``stopped`` says why it trained fewer steps than planned."""
+
+    result: InnerResult
+    stopped: str  # "" (all planned steps), "deadline", "data" or "abandoned"
+
+
+def train_paced(
+    model: nn.Module,
+    batches: Iterable[Batch],
+    cfg: InnerConfig,
+    optimizer: Optimizer,
+    *,
+    steps: int,
+    seconds_left: Callable[[], float],
+    pace: Pace,
+    train: Callable[..., InnerResult] = train_inner,
+) -> PacedResult:
+    """Train up to ``steps`` steps in chunks, stopping when the next chunk would not fit.
+
+    ``seconds_left()`` is the time left for training (the deadline minus upload time and
+    margin). Chunks shrink as the budget does (half of what fits, at least one step), so the
+    clock is checked often near the end and rarely when time is plentiful. If even
+    ``cfg.least_steps()`` cannot be reached in time the training is ``abandoned``: the caller
+    skips the window rather than upload late.
+    """
+    stream: Iterator[Batch] = iter(batches)
+    least = min(cfg.least_steps(), steps)
+    done = tokens = 0
+    loss_sum = seconds = 0.0
+    stopped = ""
+    while done < steps:
+        left = seconds_left()
+        chunk = 1
+        if pace.step_s is not None:
+            affordable = int(left // pace.step_s) if left > 0 else 0
+            if affordable < 1 or (done < least and affordable < least - done):
+                stopped = "deadline" if done >= least else "abandoned"
+                break
+            chunk = max(1, min(steps - done, affordable // 2))
+        elif left <= 0:
+            stopped = "deadline" if done >= least else "abandoned"
+            break
+        part = train(model, stream, cfg.model_copy(update={"steps": chunk}), optimizer)
+        pace.observe_steps(part.steps, part.seconds)
+        done, tokens, seconds = done + part.steps, tokens + part.tokens, seconds + part.seconds
+        loss_sum += part.mean_loss * part.steps if part.steps else 0.0
+        if part.steps < chunk:
+            stopped = "data"
+            break
+    mean = loss_sum / done if done else math.nan
+    return PacedResult(InnerResult(tokens, done, mean, seconds), stopped)

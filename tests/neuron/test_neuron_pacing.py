@@ -1,0 +1,165 @@
+"""Pacing: the deadline in seconds, fitting steps to it, and stopping a slow window in time."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from subnet.neuron.pacing import (
+    BlockTimer,
+    Pace,
+    fit_steps,
+    margin_s,
+    train_paced,
+)
+from subnet.training.config import InnerConfig
+from subnet.training.inner import InnerResult
+
+
+def test_block_time_is_measured_from_observations():
+    timer = BlockTimer(nominal_s=12.0)
+    assert timer.seconds_per_block() == 12.0  # nothing seen yet: the chain's nominal figure
+    timer.observe(100, 50.0)
+    timer.observe(100, 50.4)  # the same block seen again changes nothing
+    assert timer.seconds_per_block() == 12.0
+    timer.observe(104, 52.0)
+    assert timer.seconds_per_block() == pytest.approx(0.5)
+    # deadline block 110 at 0.5 s/block, last seen 104 at t=52, now 52.5: 6 blocks - 0.5 s
+    assert timer.seconds_until(110, now=52.5) == pytest.approx(2.5)
+    assert timer.seconds_until(103, now=52.5) < 0  # already past
+    assert BlockTimer().seconds_until(5, now=0.0) == math.inf
+
+
+def test_fit_steps_full_fitted_and_skip():
+    pace = Pace(step_s=0.25, tail_s=0.5)
+    assert fit_steps(20, 10, seconds_left=10.0, pace=pace, margin=0.5).reason == "full"
+    fitted = fit_steps(20, 10, seconds_left=4.0, pace=pace, margin=0.5)  # (4-0.5-0.5)/0.25 = 12
+    assert (fitted.steps, fitted.reason) == (12, "fitted") and "12 of 20" in fitted.detail
+    skip = fit_steps(20, 10, seconds_left=2.0, pace=pace, margin=0.5)  # 4 steps fit, 10 needed
+    assert (skip.steps, skip.reason) == (0, "skip")
+    assert "0.25 s per step" in skip.detail and "2.0 s left" in skip.detail
+    # not measured yet: plan everything unless there is no time at all
+    assert fit_steps(20, 10, 3.0, Pace(), 0.5).steps == 20
+    assert fit_steps(20, 10, 0.2, Pace(), 0.5).reason == "skip"
+
+
+def test_margin_grows_with_block_time_and_time_left():
+    assert margin_s(10.0, 0.5) == pytest.approx(0.75)
+    assert margin_s(-3.0, 12.0) == pytest.approx(6.0)
+
+
+class FakeTraining:
+    """``train_inner`` on a fake clock: every step costs ``step_s`` seconds."""
+
+    def __init__(self, step_s: float, clock: list[float]) -> None:
+        self.step_s, self.clock, self.chunks = step_s, clock, []
+
+    def __call__(self, model, stream, cfg, optimizer) -> InnerResult:
+        taken = 0
+        for _ in range(cfg.steps):
+            if next(stream, None) is None:
+                break
+            taken += 1
+        self.clock[0] += taken * self.step_s
+        self.chunks.append(taken)
+        return InnerResult(
+            tokens=taken * 64, steps=taken, mean_loss=2.0, seconds=taken * self.step_s
+        )
+
+
+def paced(step_s: float, budget: float, steps: int = 20, least: int = 5, pace: Pace | None = None,
+          batches: int = 100):  # fmt: skip
+    clock = [0.0]
+    fake = FakeTraining(step_s, clock)
+    cfg = InnerConfig(steps=steps, min_steps=least)
+    out = train_paced(torch.nn.Linear(1, 1), iter(range(batches)), cfg, None, steps=steps,
+                      seconds_left=lambda: budget - clock[0], pace=pace or Pace(), train=fake)  # fmt: skip
+    return out, fake, clock[0]
+
+
+def test_train_paced_runs_every_step_when_time_allows():
+    out, fake, spent = paced(step_s=0.1, budget=10.0)
+    assert out.result.steps == 20 and out.stopped == "" and spent <= 10.0
+    assert out.result.tokens == 20 * 64 and out.result.mean_loss == pytest.approx(2.0)
+    assert len(fake.chunks) < 20  # plenty of time: large chunks, few clock checks
+
+
+def test_train_paced_stops_before_the_deadline_on_a_first_window():
+    """No step time known yet and steps slower than expected: stop in time, keep a prefix."""
+    out, _, spent = paced(step_s=0.5, budget=6.0)
+    assert out.stopped == "deadline" and 5 <= out.result.steps < 20
+    assert spent <= 6.0
+
+
+def test_train_paced_abandons_when_the_minimum_cannot_be_reached():
+    out, _, spent = paced(step_s=1.0, budget=3.5)
+    assert out.stopped == "abandoned" and out.result.steps < 5 and spent <= 3.5
+
+
+def test_train_paced_stops_when_the_data_runs_out():
+    out, _, _ = paced(step_s=0.01, budget=100.0, batches=7)
+    assert out.stopped == "data" and out.result.steps == 7
+
+
+def test_pace_follows_a_slowdown():
+    pace = Pace(alpha=0.5)
+    pace.observe_steps(10, 1.0)
+    pace.observe_steps(10, 3.0)
+    assert pace.step_s == pytest.approx(0.2)
+    pace.observe_tail(1.0)
+    assert pace.tail_s == 1.0
+
+
+class Recorder:
+    def __init__(self):
+        self.records = []
+
+    def log(self, event, **fields):
+        self.records.append((event, fields))
+
+
+def bare_miner(head: int, step_s: float | None):
+    """A Miner without its I/O: a chain that reports ``head``, blocks of 1 s, a known pace."""
+    from types import SimpleNamespace
+
+    from subnet.clock import WindowClock
+    from subnet.config import ProtocolConfig
+    from subnet.neuron.miner import Miner
+
+    protocol = ProtocolConfig(window={"blocks": 20, "upload_deadline": 10, "report_deadline": 14},
+                              inner={"steps": 20, "min_steps": 10})  # fmt: skip
+    miner = Miner.__new__(Miner)
+    miner.rt = SimpleNamespace(cfg=SimpleNamespace(protocol=protocol), metrics=Recorder(),
+                               clock=WindowClock(protocol.window),
+                               chain=SimpleNamespace(block=lambda: head))  # fmt: skip
+    miner.blocks = BlockTimer(nominal_s=1.0)
+    miner.pace = Pace(step_s=step_s, tail_s=0.5)
+    miner.replica = SimpleNamespace(model=torch.nn.Linear(1, 1), reset=lambda: None)
+    miner.optimizer = None
+    return miner
+
+
+def test_miner_skips_a_window_it_cannot_finish_and_says_why():
+    from subnet.neuron.miner import WindowSkipped
+
+    miner = bare_miner(head=105, step_s=1.0)  # window 5 ends uploads at block 110: ~5 s left
+    with pytest.raises(WindowSkipped, match="even 10 steps"):
+        miner._train(5, iter([]))
+    event, fields = miner.rt.metrics.records[-1]
+    assert event == "window_skipped" and fields["reason"] == "too_slow"
+    assert fields["step_seconds"] == 1.0 and fields["seconds_left"] <= 5.0
+
+
+def test_miner_records_a_late_upload_with_the_numbers(caplog):
+    miner = bare_miner(head=112, step_s=0.1)  # the head is already past block 110
+    miner.blocks.observe(111, 0.0)
+    miner._check_lateness(5, upload_seconds=2.0)
+    event, fields = miner.rt.metrics.records[-1]
+    assert event == "upload" and fields["late"] is True
+    assert fields["deadline_block"] == 110 and fields["block"] == 112
+    assert fields["seconds_to_deadline"] < 0
+    on_time = bare_miner(head=104, step_s=0.1)
+    on_time._check_lateness(5, upload_seconds=0.5)
+    assert on_time.rt.metrics.records[-1][1]["late"] is False
