@@ -15,6 +15,7 @@ overrides that. If the run stops short it says why in one line.
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -97,6 +98,11 @@ def main() -> int:
     codes = run.stop()
     versions = [v for v in run.versions() if v["version"] > 0]
     names = {w.hotkey: w.name for w in run.stack.endpoints.wallets}
+    # The chain's view for the run page (incentive, dividends), as it was when the run ended.
+    (run_dir / "chain.json").write_text(json.dumps({
+        n.hotkey: {"uid": n.uid, "incentive": float(n.incentive), "dividends": float(n.dividends)}
+        for n in graph.neurons
+    }, indent=2))  # fmt: skip
     print(f"\nweights on chain (incentive after the last epoch, block {graph.block}):")
     for n in graph.neurons:
         if n.incentive > 0 or n.dividends > 0:
@@ -107,7 +113,7 @@ def main() -> int:
         ddp = sum(v["ddp_bytes"] for v in versions)
         tokens = sum(v["tokens"] for v in versions)
         print(f"\n{len(versions)} rounds: held-out loss {first_loss:.4f} -> "
-              f"{versions[-1]['heldout_loss']:.4f}; {tokens:,} tokens trained; sent "
+              f"{versions[-1]['heldout_loss']:.4f}; {tokens:,} tokens merged; sent "
               f"{fmt_bytes(sent)} where DDP would send {fmt_bytes(ddp)} "
               f"({ddp / max(sent, 1):,.0f}x less)")  # fmt: skip
     report = subprocess.run(

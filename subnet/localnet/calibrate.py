@@ -85,12 +85,13 @@ def window_blocks_for(
 ) -> Calibration:
     """The window (in blocks) whose phases fit this machine, with ``headroom`` to spare.
 
-    Miners train at the same time, so each step costs ``step_s x max(1, miners / cores)``
+    Miners train at the same time, and the stack itself (simnet, S3, validators polling) takes
+    about one more core's worth, so each step costs ``step_s x max(1, (miners + 1) / cores)``
     (the measurement already includes any other load on the machine). The miner phase gets
     half the window, validators 20% and the holder 30%, as in the demo's protocol.
     """
     cores = cores or os.cpu_count() or 1
-    contended = step_s * max(1.0, miners / cores)
+    contended = step_s * max(1.0, (miners + 1) / cores)
     upload_s = headroom * (FIXED_UPLOAD_S + inner_steps * contended)
     need = max(
         2 * upload_s,  # uploads: offsets 0 .. blocks/2

@@ -7,25 +7,10 @@ found empty, windows the holder had nothing to merge in. The demo prints it when
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 
 from ..monitor.report.load import metrics_files, read_jsonl
-
-
-def _windows(values: Iterable[int]) -> str:
-    """``[3, 4, 5, 9]`` -> ``3-5, 9`` (at most 8 ranges, then ``...``)."""
-    ws = sorted(set(values))
-    ranges: list[str] = []
-    start = prev = None
-    for w in [*ws, None]:
-        if w is not None and prev is not None and w == prev + 1:
-            prev = w
-            continue
-        if start is not None:
-            ranges.append(str(start) if start == prev else f"{start}-{prev}")
-        start = prev = w
-    return ", ".join(ranges[:8]) + (", ..." if len(ranges) > 8 else "")
+from ..monitor.report.units import fmt_windows as _windows
 
 
 def stall_reason(root: str | Path, rounds: int, elapsed: float) -> str:

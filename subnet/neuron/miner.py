@@ -109,6 +109,7 @@ class Miner(BaseNeuron):
         batches = progress(self.data.batches(ids, p.inner.micro_batch), desc=f"window {window}",
                            total=p.inner.steps * p.inner.accumulation, unit="batch")  # fmt: skip
         paced = self._train(window, batches)
+        self.trained_at = time.perf_counter()  # from here on: pseudo-gradient, compress, upload
         result = paced.result
         ids = ids[: result.steps * p.inner.micro_batch * p.inner.accumulation]  # trained prefix
         delta = pseudo_gradient(start, self.replica.model)
@@ -133,7 +134,6 @@ class Miner(BaseNeuron):
             version=self.replica.version, sync_seconds=round(self.sync_seconds, 3),
             steps_assigned=p.inner.steps, stopped=paced.stopped,
         )  # fmt: skip
-        self.trained_at = time.perf_counter()
         return Upload(payload, {"receipt": sample_receipt(ids), "samples": str(len(ids)),
                                 "steps": str(result.steps),
                                 "tokens": str(result.tokens), "loss": f"{result.mean_loss:.6f}",

@@ -194,8 +194,10 @@ class Validator(BaseNeuron):
             logger.info("no miner has a positive score yet; not setting weights")
             return
         outcome = self.rt.chain.set_weights(self.rt.wallet, weights)
+        by_uid = {uid: hk for hk, uid in uids.items()}
         self.rt.metrics.log("weights", block=outcome.block, ok=outcome.ok, reason=outcome.reason,
-                            weights={str(k): v for k, v in weights.items()})  # fmt: skip
+                            weights={str(k): v for k, v in weights.items()},
+                            by_hotkey={by_uid[k]: v for k, v in weights.items() if k in by_uid})  # fmt: skip
         if outcome.ok:
             self.last_weights_block = outcome.block
 
