@@ -47,8 +47,12 @@ class WindowConfig(_Strict):
 
     start_block: int = Field(0, ge=0, description="block where window 0 starts")
     blocks: int = Field(30, ge=3, description="blocks per training window")
-    upload_deadline: int = Field(18, ge=1, description="uploads seen after this offset are late")
-    report_deadline: int = Field(24, ge=2, description="validators report before this offset")
+    upload_deadline: int = Field(
+        18, ge=1, description="offset (blocks) by which uploads must be in; later ones score late"
+    )
+    report_deadline: int = Field(
+        24, ge=2, description="offset by which validators report; the holder merges from here"
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> WindowConfig:

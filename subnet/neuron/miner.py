@@ -167,6 +167,10 @@ class Miner(BaseNeuron):
                 self.replica.model, batches, p.inner, self.optimizer, steps=fit.steps,
                 seconds_left=lambda: self._seconds_to_deadline(window) - reserve, pace=self.pace,
             )  # fmt: skip
+            if paced.stopped == "deadline":
+                logger.warning("window {}: stopped after {} of {} steps to upload in time "
+                               "({:.2f} s per step now)", window, paced.result.steps,
+                               p.inner.steps, self.pace.step_s or 0.0)  # fmt: skip
             if paced.stopped != "abandoned":
                 return paced
             self.replica.reset()  # the steps taken are discarded with the window
