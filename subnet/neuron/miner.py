@@ -4,7 +4,9 @@ Each window it syncs to the model version the holder published for it, trains on
 ``assign_samples(seed, window, hotkey)`` names, computes ``start - end``, adds its error
 feedback, compresses (SparseLoCo by default) and writes one signed envelope, write-once, to its
 own bucket. The envelope carries the base model version and a receipt of the sample ids, so
-validators can check both.
+validators can check both. It paces itself against the upload deadline (``pacing.py``): all
+steps, a credited prefix of at least ``inner.min_steps``, or an early skip, never a silent late
+upload.
 """
 
 from __future__ import annotations
