@@ -27,7 +27,7 @@ from ..storage.keys import ObjectKind
 from ..training import build_inner_optimizer, pseudo_gradient
 from ..wire import publish_envelope
 from .base import BaseNeuron
-from .pacing import BlockTimer, Pace, PacedResult, fit_steps, margin_s, train_paced
+from .pacing import BlockTimer, Pace, PacedResult, explain, margin_s, train_paced
 from .replica import Replica
 from .runtime import Runtime
 from .state import load_optimizer_state, optimizer_state, prefixed, unprefixed
@@ -154,34 +154,31 @@ class Miner(BaseNeuron):
         return self.blocks.seconds_until(self.deadline_block(window), time.monotonic())
 
     def _train(self, window: int, batches) -> PacedResult:
-        """Fit the steps to the time left before the upload deadline, or skip the window now."""
+        """Train as many steps as fit before the upload deadline, or skip the window now."""
         p = self.rt.cfg.protocol
         self.blocks.observe(self.rt.chain.block(), time.monotonic())
         left = self._seconds_to_deadline(window)
         margin = margin_s(left, self.blocks.seconds_per_block())
-        fit = fit_steps(p.inner.steps, p.inner.least_steps(), left, self.pace, margin)
-        if fit.reason == "fitted":
-            logger.warning("window {}: training {} of {} steps to upload in time ({})", window,
-                           fit.steps, p.inner.steps, fit.detail)  # fmt: skip
-        if fit.steps > 0:
-            reserve = margin + (self.pace.tail_s or 0.0)
+        reserve = margin + (self.pace.tail_s or 0.0)
+        if left - reserve > 0:  # some time: train, probing the step time first
             paced = train_paced(
-                self.replica.model, batches, p.inner, self.optimizer, steps=fit.steps,
+                self.replica.model, batches, p.inner, self.optimizer, steps=p.inner.steps,
                 seconds_left=lambda: self._seconds_to_deadline(window) - reserve, pace=self.pace,
             )  # fmt: skip
-            if paced.stopped == "deadline":
-                logger.warning("window {}: stopped after {} of {} steps to upload in time "
-                               "({:.2f} s per step now)", window, paced.result.steps,
-                               p.inner.steps, self.pace.step_s or 0.0)  # fmt: skip
             if paced.stopped != "abandoned":
+                if paced.stopped == "deadline":
+                    logger.warning("window {}: trained {} of {} steps to upload in time ({})",
+                                   window, paced.result.steps, p.inner.steps,
+                                   explain(left, self.pace, margin))  # fmt: skip
                 return paced
             self.replica.reset()  # the steps taken are discarded with the window
-            fit = fit_steps(p.inner.steps, p.inner.least_steps(),
-                            self._seconds_to_deadline(window), self.pace, margin)  # fmt: skip
-        self.rt.metrics.log("window_skipped", window=window, reason="too_slow", detail=fit.detail,
+        now = self._seconds_to_deadline(window)
+        detail = (f"even {p.inner.least_steps()} steps (the protocol's minimum) would be late: "
+                  f"{explain(now, self.pace, margin)}")  # fmt: skip
+        self.rt.metrics.log("window_skipped", window=window, reason="too_slow", detail=detail,
                             seconds_left=round(left, 3), step_seconds=self.pace.step_s,
                             block_seconds=round(self.blocks.seconds_per_block(), 3))  # fmt: skip
-        raise WindowSkipped(f"skipped rather than upload late: {fit.detail}")
+        raise WindowSkipped(f"skipped rather than upload late: {detail}")
 
     def _check_lateness(self, window: int, upload_seconds: float) -> None:
         """Record how the upload landed against the deadline; warn, with numbers, if late."""

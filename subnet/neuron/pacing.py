@@ -6,11 +6,14 @@ machine must know the deadline it races, in seconds, and adapt instead of failin
 * ``BlockTimer`` turns the window clock's deadline block into seconds: it measures the chain's
   block time from the blocks the neuron sees (the chain's nominal block time until it has two).
 * ``Pace`` remembers how long one inner step takes and how long compressing and uploading take
-  (moving averages, so a machine that gets busier is noticed within a window or two).
-* ``fit_steps`` decides before training: all ``H`` steps, fewer (at least the protocol's
-  ``inner.min_steps``), or skip the window now with a reason rather than upload late.
-* ``train_paced`` trains in chunks and re-checks the clock between them, so a first window (no
-  measurement yet) or a sudden slowdown still stops in time.
+  (moving averages, so a machine that gets busier is noticed within a window or two);
+  ``margin_s`` is the headroom kept before the deadline and ``explain`` the numbers for a log.
+* ``train_paced`` fits the work to the time: all ``H`` steps, fewer (at least the protocol's
+  ``inner.min_steps``), or none (``abandoned``: skip the window rather than upload late). It
+  trains in chunks and re-checks the clock between them. Its first chunk is one
+  step that re-measures the step time, so a stale figure (the machine was busier an hour ago)
+  can never make a miner skip window after window without trying; a first window (nothing
+  measured) or a sudden slowdown still stops in time.
 
 A miner that trains ``k < H`` steps uploads the receipt of the first ``k x micro_batch x
 accumulation`` of its assigned samples, and validators credit it ``k / H`` of its score
@@ -82,42 +85,20 @@ def _ema(old: float | None, new: float, alpha: float) -> float:
     return new if old is None else (1 - alpha) * old + alpha * new
 
 
-@dataclass(frozen=True)
-class Fit:
-    """How many steps to train this window and why; ``steps == 0`` means skip the window."""
-
-    steps: int
-    reason: str  # "full", "fitted" or "skip"
-    detail: str  # the numbers behind the decision, for the log
-
-
 def margin_s(seconds_left: float, block_s: float) -> float:
-    """Headroom kept before the deadline: half a block (the validator sees blocks late by up
-    to a poll) plus 5% of the time left (timing noise on a busy machine)."""
-    return 0.5 * block_s + 0.05 * max(0.0, seconds_left)
+    """Headroom kept before the deadline: one block (the validator may act on the deadline
+    block as soon as it exists, and ours is seen up to a poll late) plus 10% of the time left
+    (timing noise on a busy machine)."""
+    return block_s + 0.1 * max(0.0, seconds_left)
 
 
-def fit_steps(full: int, least: int, seconds_left: float, pace: Pace, margin: float) -> Fit:
-    """The number of steps that fits in ``seconds_left`` with the upload and ``margin`` after it.
-
-    With no measurement yet every step is planned (``train_paced`` still stops in time).
-    """
-    tail = pace.tail_s or 0.0
-    budget = seconds_left - tail - margin
-    if pace.step_s is None:
-        if budget <= 0:
-            return Fit(0, "skip", f"{seconds_left:.1f} s left before the upload deadline")
-        return Fit(full, "full", f"{seconds_left:.1f} s left, step time not measured yet")
-    affordable = int(budget // pace.step_s) if budget > 0 else 0
-    numbers = (
-        f"{seconds_left:.1f} s left before the upload deadline, {pace.step_s:.2f} s per step, "
-        f"{tail:.1f} s to compress and upload, {margin:.1f} s margin"
+def explain(seconds_left: float, pace: Pace, margin: float) -> str:
+    """The numbers behind a pacing decision, for a log line or a metrics record."""
+    step = f"{pace.step_s:.2f} s per step" if pace.step_s is not None else "step time unknown"
+    return (
+        f"{seconds_left:.1f} s left before the upload deadline, {step}, "
+        f"{pace.tail_s or 0.0:.1f} s to compress and upload, {margin:.1f} s margin"
     )
-    if affordable >= full:
-        return Fit(full, "full", numbers)
-    if affordable >= least:
-        return Fit(affordable, "fitted", f"{affordable} of {full} steps fit: {numbers}")
-    return Fit(0, "skip", f"even {least} steps (the protocol's minimum) would be late: {numbers}")
 
 
 @dataclass(frozen=True)
@@ -142,10 +123,11 @@ def train_paced(
     """Train up to ``steps`` steps in chunks, stopping when the next chunk would not fit.
 
     ``seconds_left()`` is the time left for training (the deadline minus upload time and
-    margin). Chunks shrink as the budget does (half of what fits, at least one step), so the
-    clock is checked often near the end and rarely when time is plentiful. If even
-    ``cfg.least_steps()`` cannot be reached in time the training is ``abandoned``: the caller
-    skips the window rather than upload late.
+    margin). The first chunk is a single step whose time replaces ``pace.step_s`` (a fresh
+    measurement beats any remembered one); later chunks shrink as the budget does (half of
+    what fits, at least one step), so the clock is checked often near the end and rarely when
+    time is plentiful. If even ``cfg.least_steps()`` cannot be reached in time the training is
+    ``abandoned``: the caller skips the window rather than upload late.
     """
     stream: Iterator[Batch] = iter(batches)
     least = min(cfg.least_steps(), steps)
@@ -154,8 +136,8 @@ def train_paced(
     stopped = ""
     while done < steps:
         left = seconds_left()
-        chunk = 1
-        if pace.step_s is not None:
+        chunk = 1  # the probe
+        if done > 0 and pace.step_s is not None:
             affordable = int(left // pace.step_s) if left > 0 else 0
             if affordable < 1 or (done < least and affordable < least - done):
                 stopped = "deadline" if done >= least else "abandoned"
@@ -165,7 +147,10 @@ def train_paced(
             stopped = "deadline" if done >= least else "abandoned"
             break
         part = train(model, stream, cfg.model_copy(update={"steps": chunk}), optimizer)
-        pace.observe_steps(part.steps, part.seconds)
+        if done == 0 and part.steps:
+            pace.step_s = part.seconds / part.steps  # fresh: replaces what was remembered
+        else:
+            pace.observe_steps(part.steps, part.seconds)
         done, tokens, seconds = done + part.steps, tokens + part.tokens, seconds + part.seconds
         loss_sum += part.mean_loss * part.steps if part.steps else 0.0
         if part.steps < chunk:

@@ -124,10 +124,14 @@ class Validator(BaseNeuron):
         assigned = assignment(self.rt, self.data, window)
         random_ids = random_sample_ids(p.eval_samples, self.data.split_samples("train"))
         before_random = self._loss(random_ids)
+        # a partial upload is evaluated on the prefix it trained
         return [
-            # a partial upload is evaluated on the prefix it trained
-            self._evaluate(upload, assigned(hk)[: min(p.eval_samples, upload.samples or p.eval_samples)],
-                           random_ids, before_random)
+            self._evaluate(
+                upload,
+                assigned(hk)[: min(p.eval_samples, upload.samples or p.eval_samples)],
+                random_ids,
+                before_random,
+            )
             for hk, upload in accepted.items()
         ]
 
@@ -168,7 +172,11 @@ class Validator(BaseNeuron):
         after_assigned, after_random = self._loss(assigned), self._loss(random_ids)
         self.replica.reset()
         return Evaluation(
-            upload.hotkey, before_assigned, after_assigned, before_random, after_random,
+            upload.hotkey,
+            before_assigned,
+            after_assigned,
+            before_random,
+            after_random,
             fraction=upload.fraction,
         )
 

@@ -7,13 +7,7 @@ import math
 import pytest
 import torch
 
-from subnet.neuron.pacing import (
-    BlockTimer,
-    Pace,
-    fit_steps,
-    margin_s,
-    train_paced,
-)
+from subnet.neuron.pacing import BlockTimer, Pace, explain, margin_s, train_paced
 from subnet.training.config import InnerConfig
 from subnet.training.inner import InnerResult
 
@@ -32,22 +26,18 @@ def test_block_time_is_measured_from_observations():
     assert BlockTimer().seconds_until(5, now=0.0) == math.inf
 
 
-def test_fit_steps_full_fitted_and_skip():
-    pace = Pace(step_s=0.25, tail_s=0.5)
-    assert fit_steps(20, 10, seconds_left=10.0, pace=pace, margin=0.5).reason == "full"
-    fitted = fit_steps(20, 10, seconds_left=4.0, pace=pace, margin=0.5)  # (4-0.5-0.5)/0.25 = 12
-    assert (fitted.steps, fitted.reason) == (12, "fitted") and "12 of 20" in fitted.detail
-    skip = fit_steps(20, 10, seconds_left=2.0, pace=pace, margin=0.5)  # 4 steps fit, 10 needed
-    assert (skip.steps, skip.reason) == (0, "skip")
-    assert "0.25 s per step" in skip.detail and "2.0 s left" in skip.detail
-    # not measured yet: plan everything unless there is no time at all
-    assert fit_steps(20, 10, 3.0, Pace(), 0.5).steps == 20
-    assert fit_steps(20, 10, 0.2, Pace(), 0.5).reason == "skip"
-
-
 def test_margin_grows_with_block_time_and_time_left():
-    assert margin_s(10.0, 0.5) == pytest.approx(0.75)
-    assert margin_s(-3.0, 12.0) == pytest.approx(6.0)
+    assert margin_s(10.0, 0.5) == pytest.approx(1.5)
+    assert margin_s(-3.0, 12.0) == pytest.approx(12.0)
+
+
+def test_explain_gives_the_numbers():
+    text = explain(4.04, Pace(step_s=0.25, tail_s=0.5), 0.9)
+    assert text == (
+        "4.0 s left before the upload deadline, 0.25 s per step, 0.5 s to compress and upload, "
+        "0.9 s margin"
+    )
+    assert "step time unknown" in explain(1.0, Pace(), 0.5)
 
 
 class FakeTraining:
@@ -98,6 +88,21 @@ def test_train_paced_abandons_when_the_minimum_cannot_be_reached():
     assert out.stopped == "abandoned" and out.result.steps < 5 and spent <= 3.5
 
 
+def test_a_stale_slow_estimate_is_probed_not_believed():
+    """Remembered 1 s/step from a busier hour; now a step takes 0.1 s: train, do not skip."""
+    pace = Pace(step_s=1.0)
+    out, fake, _ = paced(step_s=0.1, budget=1.5, pace=pace)
+    assert fake.chunks[0] == 1  # the probe
+    assert out.stopped == "deadline" and 10 <= out.result.steps < 20
+    assert pace.step_s == pytest.approx(0.1)
+
+
+def test_a_stale_fast_estimate_still_stops_in_time():
+    pace = Pace(step_s=0.01)
+    out, _, spent = paced(step_s=0.4, budget=6.0, pace=pace)
+    assert out.stopped == "deadline" and spent <= 6.0 and out.result.steps >= 5
+
+
 def test_train_paced_stops_when_the_data_runs_out():
     out, _, _ = paced(step_s=0.01, budget=100.0, batches=7)
     assert out.stopped == "data" and out.result.steps == 7
@@ -144,12 +149,14 @@ def bare_miner(head: int, step_s: float | None):
 def test_miner_skips_a_window_it_cannot_finish_and_says_why():
     from subnet.neuron.miner import WindowSkipped
 
-    miner = bare_miner(head=105, step_s=1.0)  # window 5 ends uploads at block 110: ~5 s left
+    miner = bare_miner(head=109, step_s=1.0)  # uploads for window 5 are due at block 110: ~1 s
+    miner.blocks.observe(108, __import__("time").monotonic() - 1.0)
     with pytest.raises(WindowSkipped, match="even 10 steps"):
         miner._train(5, iter([]))
     event, fields = miner.rt.metrics.records[-1]
     assert event == "window_skipped" and fields["reason"] == "too_slow"
-    assert fields["step_seconds"] == 1.0 and fields["seconds_left"] <= 5.0
+    assert fields["step_seconds"] == 1.0 and fields["seconds_left"] <= 1.0
+    assert "s left before the upload deadline" in fields["detail"]
 
 
 def test_miner_records_a_late_upload_with_the_numbers(caplog):
