@@ -150,8 +150,12 @@ class Miner(BaseNeuron):
         logger.info("uploaded {} ({})", key, "new" if written else "already there")
         self._check_lateness(window, time.perf_counter() - self.trained_at)
 
-    def _seconds_to_deadline(self, window: int) -> float:
-        return self.blocks.seconds_until(self.deadline_block(window), time.monotonic())
+    def _seconds_to_deadline(self, window: int, refresh_s: float = 2.0) -> float:
+        """Predicted seconds until the deadline block; re-reads the head every ``refresh_s``."""
+        now = time.monotonic()
+        if not self.blocks.seen or now - self.blocks.seen[-1][1] > refresh_s:
+            self.blocks.observe(self.rt.chain.block(), now)  # corrects a drifting block time
+        return self.blocks.seconds_until(self.deadline_block(window), now)
 
     def _train(self, window: int, batches) -> PacedResult:
         """Train as many steps as fit before the upload deadline, or skip the window now."""

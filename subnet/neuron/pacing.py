@@ -119,14 +119,15 @@ def train_paced(
     seconds_left: Callable[[], float],
     pace: Pace,
     train: Callable[..., InnerResult] = train_inner,
+    max_chunk_s: float = 1.0,
 ) -> PacedResult:
     """Train up to ``steps`` steps in chunks, stopping when the next chunk would not fit.
 
     ``seconds_left()`` is the time left for training (the deadline minus upload time and
     margin). The first chunk is a single step whose time replaces ``pace.step_s`` (a fresh
-    measurement beats any remembered one); later chunks shrink as the budget does (half of
-    what fits, at least one step), so the clock is checked often near the end and rarely when
-    time is plentiful. If even ``cfg.least_steps()`` cannot be reached in time the training is
+    measurement beats any remembered one); later chunks are half of what still fits and at most
+    ``max_chunk_s`` long (at least one step), so a machine that slows down mid-window is
+    noticed within a second. If even ``cfg.least_steps()`` cannot be reached in time the training is
     ``abandoned``: the caller skips the window rather than upload late.
     """
     stream: Iterator[Batch] = iter(batches)
@@ -142,7 +143,7 @@ def train_paced(
             if affordable < 1 or (done < least and affordable < least - done):
                 stopped = "deadline" if done >= least else "abandoned"
                 break
-            chunk = max(1, min(steps - done, affordable // 2))
+            chunk = max(1, min(steps - done, affordable // 2, int(max_chunk_s // pace.step_s)))
         elif left <= 0:
             stopped = "deadline" if done >= least else "abandoned"
             break

@@ -170,3 +170,20 @@ def test_miner_records_a_late_upload_with_the_numbers(caplog):
     on_time = bare_miner(head=104, step_s=0.1)
     on_time._check_lateness(5, upload_seconds=0.5)
     assert on_time.rt.metrics.records[-1][1]["late"] is False
+
+
+def test_a_slowdown_mid_window_still_stops_in_time():
+    """Steps double in cost after the probe: short chunks notice and stop before the budget."""
+    clock = [0.0]
+
+    class Slowing(FakeTraining):
+        def __call__(self, model, stream, cfg, optimizer):
+            self.step_s = 0.1 if not self.chunks else 0.2
+            return super().__call__(model, stream, cfg, optimizer)
+
+    fake = Slowing(0.1, clock)
+    cfg = InnerConfig(steps=40, min_steps=5)
+    out = train_paced(torch.nn.Linear(1, 1), iter(range(100)), cfg, None, steps=40,
+                      seconds_left=lambda: 4.0 - clock[0], pace=Pace(), train=fake)  # fmt: skip
+    assert out.stopped == "deadline" and clock[0] <= 4.0
+    assert max(fake.chunks) <= 10  # no chunk longer than about a second at the estimate
