@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import bittensor as bt
 import torch
 from loguru import logger
 
@@ -187,7 +188,13 @@ class Miner(BaseNeuron):
     def _check_lateness(self, window: int, upload_seconds: float) -> None:
         """Record how the upload landed against the deadline; warn, with numbers, if late."""
         self.pace.observe_tail(upload_seconds)
-        block = self.rt.chain.block()
+        try:
+            block = self.rt.chain.block()
+        except (bt.BittensorError, OSError) as error:  # the upload is done; only the check is lost
+            logger.warning(
+                "window {}: chain head unreadable, lateness not checked: {}", window, error
+            )
+            return
         self.blocks.observe(block, time.monotonic())
         deadline = self.deadline_block(window)
         early = self._seconds_to_deadline(window)

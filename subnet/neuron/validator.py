@@ -112,7 +112,7 @@ class Validator(BaseNeuron):
             "scores", window=window, version=self.replica.version,
             verdicts={hk: [v.reason, v.score] for hk, v in verdicts.items()}, moving=self.moving,
             details={hk: v.detail for hk, v in verdicts.items() if v.detail},
-            empty=not got.accepted, block=self.rt.chain.block(),
+            empty=not got.accepted,
         )  # fmt: skip
         self.first_seen = {k: b for k, b in self.first_seen.items() if k[0] > window}
         self.unreachable = {k for k in self.unreachable if k[0] > window}
