@@ -155,13 +155,20 @@ class Miner(BaseNeuron):
         """Predicted seconds until the deadline block; re-reads the head every ``refresh_s``."""
         now = time.monotonic()
         if not self.blocks.seen or now - self.blocks.seen[-1][1] > refresh_s:
-            self.blocks.observe(self.rt.chain.block(), now)  # corrects a drifting block time
+            self._observe_head()  # corrects a drifting block time
         return self.blocks.seconds_until(self.deadline_block(window), now)
+
+    def _observe_head(self) -> None:
+        """Note the chain head now; best effort (the last observation extrapolates meanwhile)."""
+        try:
+            self.blocks.observe(self.rt.chain.block(), time.monotonic())
+        except (bt.BittensorError, OSError) as error:
+            logger.debug("chain head unreadable while pacing: {}", error)
 
     def _train(self, window: int, batches) -> PacedResult:
         """Train as many steps as fit before the upload deadline, or skip the window now."""
         p = self.rt.cfg.protocol
-        self.blocks.observe(self.rt.chain.block(), time.monotonic())
+        self._observe_head()
         left = self._seconds_to_deadline(window)
         margin = margin_s(left, self.blocks.seconds_per_block())
         reserve = margin + (self.pace.tail_s or 0.0)
