@@ -17,7 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import bittensor as bt
 import torch
 from loguru import logger
 
@@ -28,16 +27,10 @@ from ..storage.keys import ObjectKind
 from ..training import build_inner_optimizer, pseudo_gradient
 from ..wire import publish_envelope
 from .base import BaseNeuron
-from .pacing import BlockTimer, Pace, PacedResult, explain, margin_s, train_paced
+from .pacer import Pacer, WindowSkipped  # noqa: F401 (WindowSkipped: re-exported)
 from .replica import Replica
 from .runtime import Runtime
 from .state import load_optimizer_state, optimizer_state, prefixed, unprefixed
-
-
-class WindowSkipped(TimeoutError):
-    """This window's work cannot reach the upload deadline: skipped early, not uploaded late."""
-
-    reason = "too_slow"
 
 
 class NonFinite(ArithmeticError):
@@ -80,16 +73,10 @@ class Miner(BaseNeuron):
         self.compressor = build_compressor(p.compression)
         self.ef = ErrorFeedback(p.compression.ef_decay)
         self.sync_seconds = 0.0
-        self.blocks = BlockTimer(nominal_s=float(rt.chain.subtensor.block_time()))
-        self.pace = Pace()
-        self.trained_at = 0.0  # perf_counter when the last training ended (upload timing)
+        self.pacer = Pacer(rt)  # the upload deadline in seconds, and how much work fits
 
     def on_block(self, block: int, window: int, offset: int) -> None:
-        self.blocks.observe(block, time.monotonic())  # measures the block time
-
-    def deadline_block(self, window: int) -> int:
-        """The first block at which an upload for ``window`` is late."""
-        return self.rt.clock.start(window) + self.rt.cfg.protocol.window.upload_deadline
+        self.pacer.observe(block)  # measures the block time
 
     def phase(self) -> tuple[int, int]:
         return 0, self.rt.cfg.protocol.window.upload_deadline - 1
@@ -111,8 +98,7 @@ class Miner(BaseNeuron):
         start = self.replica.snapshot()
         batches = progress(self.data.batches(ids, p.inner.micro_batch), desc=f"window {window}",
                            total=p.inner.steps * p.inner.accumulation, unit="batch")  # fmt: skip
-        paced = self._train(window, batches)
-        self.trained_at = time.perf_counter()  # from here on: pseudo-gradient, compress, upload
+        paced = self.pacer.train(window, self.replica, batches, self.optimizer)
         result = paced.result
         ids = ids[: result.steps * p.inner.micro_batch * p.inner.accumulation]  # trained prefix
         delta = pseudo_gradient(start, self.replica.model)
@@ -149,74 +135,7 @@ class Miner(BaseNeuron):
             base_version=self.replica.version, metadata=result.metadata,
         )  # fmt: skip
         logger.info("uploaded {} ({})", key, "new" if written else "already there")
-        self._check_lateness(window, time.perf_counter() - self.trained_at)
-
-    def _seconds_to_deadline(self, window: int, refresh_s: float = 2.0) -> float:
-        """Predicted seconds until the deadline block; re-reads the head every ``refresh_s``."""
-        now = time.monotonic()
-        if not self.blocks.seen or now - self.blocks.seen[-1][1] > refresh_s:
-            self._observe_head()  # corrects a drifting block time
-        return self.blocks.seconds_until(self.deadline_block(window), now)
-
-    def _observe_head(self) -> None:
-        """Note the chain head now; best effort (the last observation extrapolates meanwhile)."""
-        try:
-            self.blocks.observe(self.rt.chain.block(), time.monotonic())
-        except (bt.BittensorError, OSError) as error:
-            logger.debug("chain head unreadable while pacing: {}", error)
-
-    def _train(self, window: int, batches) -> PacedResult:
-        """Train as many steps as fit before the upload deadline, or skip the window now."""
-        p = self.rt.cfg.protocol
-        self._observe_head()
-        left = self._seconds_to_deadline(window)
-        margin = margin_s(left, self.blocks.seconds_per_block())
-        reserve = margin + (self.pace.tail_s or 0.0)
-        if left - reserve > 0:  # some time: train, probing the step time first
-            paced = train_paced(
-                self.replica.model, batches, p.inner, self.optimizer, steps=p.inner.steps,
-                seconds_left=lambda: self._seconds_to_deadline(window) - reserve, pace=self.pace,
-            )  # fmt: skip
-            if paced.stopped != "abandoned":
-                if paced.stopped == "deadline":
-                    logger.warning("window {}: trained {} of {} steps to upload in time ({})",
-                                   window, paced.result.steps, p.inner.steps,
-                                   explain(left, self.pace, margin))  # fmt: skip
-                return paced
-            self.replica.reset()  # the steps taken are discarded with the window
-        now = self._seconds_to_deadline(window)
-        detail = (f"even {p.inner.least_steps()} steps (the protocol's minimum) would be late: "
-                  f"{explain(now, self.pace, margin)}")  # fmt: skip
-        self.rt.metrics.log("window_skipped", window=window, reason="too_slow", detail=detail,
-                            seconds_left=round(left, 3), step_seconds=self.pace.step_s,
-                            block_seconds=round(self.blocks.seconds_per_block(), 3))  # fmt: skip
-        raise WindowSkipped(f"skipped rather than upload late: {detail}")
-
-    def _check_lateness(self, window: int, upload_seconds: float) -> None:
-        """Record how the upload landed against the deadline; warn, with numbers, if late."""
-        self.pace.observe_tail(upload_seconds)
-        try:
-            block = self.rt.chain.block()
-        except (bt.BittensorError, OSError) as error:  # the upload is done; only the check is lost
-            logger.warning(
-                "window {}: chain head unreadable, lateness not checked: {}", window, error
-            )
-            return
-        self.blocks.observe(block, time.monotonic())
-        deadline = self.deadline_block(window)
-        early = self._seconds_to_deadline(window)
-        late = block >= deadline
-        self.rt.metrics.log("upload", window=window, block=block, deadline_block=deadline,
-                            seconds_to_deadline=round(early, 3), late=late,
-                            upload_seconds=round(upload_seconds, 3), step_seconds=self.pace.step_s,
-                            block_seconds=round(self.blocks.seconds_per_block(), 3))  # fmt: skip
-        if late:
-            logger.warning(
-                "window {}: upload landed at block {}, {} block(s) after the upload deadline "
-                "(block {}): validators score it late (0). Steps take {:.2f} s, compress and "
-                "upload {:.1f} s, blocks {:.2f} s", window, block, block - deadline + 1, deadline,
-                self.pace.step_s or 0.0, upload_seconds, self.blocks.seconds_per_block(),
-            )  # fmt: skip
+        self.pacer.uploaded(window)  # warns and records when it landed late
 
     def state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         groups, moments = optimizer_state(self.optimizer)

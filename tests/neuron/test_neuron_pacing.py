@@ -125,50 +125,51 @@ class Recorder:
         self.records.append((event, fields))
 
 
-def bare_miner(head: int, step_s: float | None):
-    """A Miner without its I/O: a chain that reports ``head``, blocks of 1 s, a known pace."""
+def bare_pacer(head: int, step_s: float | None):
+    """A Pacer on a chain that reports ``head``, blocks of 1 s, a known pace."""
     from types import SimpleNamespace
 
     from subnet.clock import WindowClock
     from subnet.config import ProtocolConfig
-    from subnet.neuron.miner import Miner
+    from subnet.neuron.pacer import Pacer
 
     protocol = ProtocolConfig(window={"blocks": 20, "upload_deadline": 10, "report_deadline": 14},
                               inner={"steps": 20, "min_steps": 10})  # fmt: skip
-    miner = Miner.__new__(Miner)
-    miner.rt = SimpleNamespace(cfg=SimpleNamespace(protocol=protocol), metrics=Recorder(),
-                               clock=WindowClock(protocol.window),
-                               chain=SimpleNamespace(block=lambda: head))  # fmt: skip
-    miner.blocks = BlockTimer(nominal_s=1.0)
-    miner.pace = Pace(step_s=step_s, tail_s=0.5)
-    miner.replica = SimpleNamespace(model=torch.nn.Linear(1, 1), reset=lambda: None)
-    miner.optimizer = None
-    return miner
+    rt = SimpleNamespace(cfg=SimpleNamespace(protocol=protocol), metrics=Recorder(),
+                         clock=WindowClock(protocol.window),
+                         chain=SimpleNamespace(block=lambda: head,
+                                               subtensor=SimpleNamespace(block_time=lambda: 1.0)))  # fmt: skip
+    pacer = Pacer(rt)
+    pacer.pace = Pace(step_s=step_s, tail_s=0.5)
+    return pacer
 
 
 def test_miner_skips_a_window_it_cannot_finish_and_says_why():
-    from subnet.neuron.miner import WindowSkipped
+    from types import SimpleNamespace
 
-    miner = bare_miner(head=109, step_s=1.0)  # uploads for window 5 are due at block 110: ~1 s
-    miner.blocks.observe(108, __import__("time").monotonic() - 1.0)
+    from subnet.neuron.pacer import WindowSkipped
+
+    pacer = bare_pacer(head=109, step_s=1.0)  # uploads for window 5 are due at block 110: ~1 s
+    pacer.blocks.observe(108, __import__("time").monotonic() - 1.0)
+    replica = SimpleNamespace(model=torch.nn.Linear(1, 1), reset=lambda: None)
     with pytest.raises(WindowSkipped, match="even 10 steps"):
-        miner._train(5, iter([]))
-    event, fields = miner.rt.metrics.records[-1]
+        pacer.train(5, replica, iter([]), None)
+    event, fields = pacer.rt.metrics.records[-1]
     assert event == "window_skipped" and fields["reason"] == "too_slow"
     assert fields["step_seconds"] == 1.0 and fields["seconds_left"] <= 1.0
     assert "s left before the upload deadline" in fields["detail"]
 
 
-def test_miner_records_a_late_upload_with_the_numbers(caplog):
-    miner = bare_miner(head=112, step_s=0.1)  # the head is already past block 110
-    miner.blocks.observe(111, 0.0)
-    miner._check_lateness(5, upload_seconds=2.0)
-    event, fields = miner.rt.metrics.records[-1]
+def test_miner_records_a_late_upload_with_the_numbers():
+    pacer = bare_pacer(head=112, step_s=0.1)  # the head is already past block 110
+    pacer.blocks.observe(111, 0.0)
+    pacer.uploaded(5)
+    event, fields = pacer.rt.metrics.records[-1]
     assert event == "upload" and fields["late"] is True
     assert fields["deadline_block"] == 110 and fields["block"] == 112
     assert fields["seconds_to_deadline"] < 0
-    on_time = bare_miner(head=104, step_s=0.1)
-    on_time._check_lateness(5, upload_seconds=0.5)
+    on_time = bare_pacer(head=104, step_s=0.1)
+    on_time.uploaded(5)
     assert on_time.rt.metrics.records[-1][1]["late"] is False
 
 
