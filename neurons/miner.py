@@ -11,8 +11,8 @@ See docs/miner.md.
 
 import sys
 
-from subnet.neuron.entry import run_role
 from subnet.neuron.miner import Miner
+from subnet.node.entry import run_role
 
 if __name__ == "__main__":
     sys.exit(run_role(Miner, __doc__.split("\n")[0]))

@@ -9,8 +9,8 @@ See docs/model_holder.md.
 
 import sys
 
-from subnet.neuron.entry import run_role
 from subnet.neuron.holder import ModelHolder
+from subnet.node.entry import run_role
 
 if __name__ == "__main__":
     sys.exit(run_role(ModelHolder, __doc__.split("\n")[0]))

@@ -9,8 +9,8 @@ See docs/validator.md.
 
 import sys
 
-from subnet.neuron.entry import run_role
 from subnet.neuron.validator import Validator
+from subnet.node.entry import run_role
 
 if __name__ == "__main__":
     sys.exit(run_role(Validator, __doc__.split("\n")[0]))

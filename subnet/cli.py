@@ -276,11 +276,11 @@ def run_guarded(main: Callable[[], int]) -> int:
     Used by the scripts and neurons so a wrong network string, a missing wallet or an
     unreachable chain says what is wrong and how to fix it, with no traceback.
     """
-    from .chain.errors import ChainSetupError
+    from .errors import SetupError
 
     try:
         return main()
-    except (ConfigError, ChainSetupError) as error:
+    except (ConfigError, SetupError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

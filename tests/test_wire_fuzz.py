@@ -50,6 +50,7 @@ def _honest_header(payload: bytes) -> dict:
         "version": PROTOCOL_VERSION,
         "run": RUN,
         "kind": "gradient",
+        "lane": "grads",
         "window": 7,
         "sender": ALICE.ss58_address,
         "base_version": 2,
@@ -123,6 +124,7 @@ CASES: dict[str, Case] = {
     "replayed_window": Case(lambda: GOOD, Reason.WRONG_WINDOW, _expect(window=8)),
     "replayed_run": Case(lambda: GOOD, Reason.WRONG_RUN, _expect(run="run-2")),
     "wrong_kind": Case(lambda: GOOD, Reason.WRONG_KIND, _expect(kind=ObjectKind.SCORES)),
+    "wrong_lane": Case(lambda: GOOD, Reason.WRONG_LANE, _expect(lane="grads-b")),
     "stale_base": Case(lambda: GOOD, Reason.WRONG_BASE_VERSION, _expect(base_version=3)),
     "other_protocol": Case(lambda: _seal(version=PROTOCOL_VERSION + 1), Reason.WRONG_VERSION),
     "header_payload_swap": Case(

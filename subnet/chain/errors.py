@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from ..errors import SetupError
 
-class ChainSetupError(RuntimeError):
+
+class ChainSetupError(SetupError):
     """The node cannot talk to the chain as configured (network, wallet, netuid ...)."""
 
 

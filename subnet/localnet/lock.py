@@ -36,7 +36,8 @@ def _alive(pid: int) -> bool:
     cmdline = Path(f"/proc/{pid}/cmdline")
     if cmdline.exists():  # a recycled pid running something else is not our stack
         with contextlib.suppress(OSError):
-            return b"python" in cmdline.read_bytes()
+            data = cmdline.read_bytes()  # empty while the process is still starting up
+            return not data or b"python" in data
     return True
 
 

@@ -13,8 +13,6 @@ from typing import Any
 
 from .. import __version__
 
-TOPOLOGY = "@beam/scored-subnet@1.0.0"
-
 
 def git_commit() -> str:
     """The checked-out commit of this package, or its version when not in a git checkout."""
@@ -38,7 +36,7 @@ class WandbSink:
         folder.mkdir(parents=True, exist_ok=True)
         self.run = wandb.init(
             mode=mode, project=project, name=name, group=group, dir=str(folder),
-            config={**config, "git_commit": git_commit(), "topology": TOPOLOGY},
+            config={**config, "git_commit": git_commit()},
             reinit="finish_previous",
         )  # fmt: skip
 

@@ -1,1 +1,2 @@
-"""Neurons: ``BaseNeuron`` owns the one loop; Miner, Validator and ModelHolder supply steps."""
+"""Neurons: ``BaseNeuron`` owns the one loop over clock ticks and runs the steps the compiled run
+plan lists for its slot; Miner, Validator and ModelHolder supply the actions (``registry.py``)."""

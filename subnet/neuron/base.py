@@ -1,76 +1,80 @@
 """``BaseNeuron``: the one loop every role runs, and the lifecycle around it.
 
-The loop follows the chain block by block. When the current window reaches the role's phase
-(its offset in blocks from the window start) and the window has not been handled yet, it syncs
-the model, runs the role's step, publishes the result and saves state. Roles supply those steps
-and nothing else; they never own a loop.
+The loop follows the clock tick by tick (chain blocks in subnet mode, wall-clock ticks in a
+room). It runs the steps the run plan lists for this neuron's slot, in order, each in its phase
+of the window and once its gates pass; roles supply the actions (a plain dict from the plan's
+action names to methods) and nothing else. They never own a loop.
 
-A failure inside one window (an outage, a refused upload, a chain hiccup) is logged with its
-reason and the neuron goes on to the next window; the window is still marked handled so work
+Before the first window a role sets itself up (the dataset, the model); what is not there yet
+(``NotReady``: the holder has not published the dataset) is retried at later ticks, never
+waited for inside a step. A failure inside one step (an outage, a refused upload, a chain
+hiccup) is logged with its reason and the neuron goes on; the step is still marked done so work
 is never repeated after its deadline.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from abc import ABC, abstractmethod
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import torch
 from loguru import logger
 
-from ..chain.errors import ChainSetupError
+from ..errors import NotReady, SetupError
 from ..storage.base import StorageError
+from ..topology import SlotPlan
 from ..versions import PublishError, SyncError
 from ..wire import Rejected
+from .gates import GATES
+from .rules import STOP_RULES
 from .runtime import Runtime
 from .state import StateFile
+from .steps import Action, Step
 
-# Failures that cost one window, not the process.
+# Failures that cost one step, not the process.
 WINDOW_ERRORS = (
     StorageError,
     Rejected,
     SyncError,
     PublishError,
-    ChainSetupError,
+    SetupError,  # the chain went away mid-window, for one
     ConnectionError,
     TimeoutError,
     ArithmeticError,  # local training diverged (the miner resets and goes on)
 )
+SETUP_RETRY_S = 5.0  # how often a neuron that is not ready yet tries again
+SETUP_WAIT_S = 600.0  # how long it tries before giving up with the reason
 
 
 class BaseNeuron(ABC):
-    """A neuron: one loop, role-supplied steps, resumable state."""
+    """A neuron: one loop over clock ticks, plan-driven steps, resumable state."""
 
-    role: str = "neuron"
+    role: str = "neuron"  # the role class the plan's slots name
+    actions: ClassVar[Mapping[str, Action]] = {}  # the plan's action names -> methods
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
+        self.slot: SlotPlan = rt.slot_of(self.role)
         self.state_file = StateFile(rt.state_dir)
-        self.last_window = -1
+        self.last_window = -1  # every step of this window and those before is done
+        self.cursor = (-1, 0)  # (window, index of its next step)
+        self.refreshed = -1  # the window membership was last refreshed for
         self.stop_event = threading.Event()
-        self.busy = False  # inside a window's work: a stop request waits for it to finish
+        self.busy = False  # inside a step: a stop request waits for it to finish
+        self.ready = False
+        self.setup_since: float | None = None
+        self.next_setup = 0.0
 
-    # Steps a role supplies ---------------------------------------------------------------------
+    # What a role supplies ------------------------------------------------------------------
 
-    @abstractmethod
-    def phase(self) -> tuple[int, int]:
-        """``(first, last)`` offsets within a window at which this role's step may run."""
+    def setup(self) -> None:  # noqa: B027
+        """Build what the steps need (dataset, model); raise ``NotReady`` to be retried later."""
 
-    def on_block(self, block: int, window: int, offset: int) -> None:  # noqa: B027
-        """Called on every new block (cheap observations; default: nothing)."""
-
-    @abstractmethod
-    def sync(self, window: int) -> None:
-        """Bring the model to the version this window works on."""
-
-    @abstractmethod
-    def step(self, window: int) -> Any:
-        """The role's work for ``window``; returns what :meth:`publish` sends."""
-
-    @abstractmethod
-    def publish(self, window: int, result: Any) -> None:
-        """Send the step's result (upload, report, model version)."""
+    def observe(self, tick: int, window: int, offset: int) -> None:  # noqa: B027
+        """Called on every new tick (cheap observations; default: nothing)."""
 
     @abstractmethod
     def state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
@@ -83,80 +87,179 @@ class BaseNeuron(ABC):
     # The loop ------------------------------------------------------------------------------
 
     def run(self, max_windows: int | None = None) -> int:
-        """Follow blocks and handle each window once at the role's phase; returns windows done."""
-        self.resume()
-        handled = 0
-        first, last = self.phase()
-        logger.info("{} running; phase offsets {}..{}", self.role, first, last)
-        seen = -1
-        # After a long step, go straight to the head: missed blocks need no handling.
-        for block in self.rt.chain.follow_blocks(latest_only=True):
+        """Follow the clock and run each window's planned steps once; returns windows done."""
+        handled, seen = 0, -1
+        steps = ", ".join(f"{s.action} ({s.phase})" for s in self.slot.steps)
+        logger.info("{} running slot {} of {}: {}", self.role, self.slot.name, self.rt.plan.ref,
+                    steps)  # fmt: skip
+        self.try_setup()
+        for tick in self.rt.clock.ticks():
             if self.stop_event.is_set():
                 break
-            if block <= seen:
+            if tick <= seen:
                 continue
-            seen = block
-            window, offset = self.rt.clock.window(block), self.rt.clock.offset(block)
+            seen = tick
+            if not self.ready and not self.try_setup():
+                continue
+            window, offset = self.rt.windows.window(tick), self.rt.windows.offset(tick)
             if window < 0:
                 continue
             try:
-                self.on_block(block, window, offset)
-            except Exception as error:  # observations are best effort; the window still runs
-                logger.opt(exception=error).warning("{}: on_block failed", self.role)
-            if window <= self.last_window or offset < first:
-                continue
-            if offset > last:
-                logger.warning(
-                    "{}: window {} missed (block {} past its phase)", self.role, window, block
-                )
-                self.last_window = window
-                continue
-            self.handle(window)
-            handled += 1
-            if max_windows is not None and handled >= max_windows:
-                break
+                self.observe(tick, window, offset)
+            except Exception as error:  # observations are best effort; the steps still run
+                logger.opt(exception=error).warning("{}: observe failed", self.role)
+            if self.advance(window, offset):
+                handled += 1
+                if max_windows is not None and handled >= max_windows:
+                    break
+                if self.finished():
+                    logger.info("{}: the plan's stop rule is met after window {}", self.role,
+                                self.last_window)  # fmt: skip
+                    break
         logger.info("{} stopped after {} windows", self.role, handled)
         return handled
 
-    def handle(self, window: int) -> None:
-        """Sync, step, publish and save for one window; a window-level failure is logged."""
-        self.busy = True
-        try:
-            self.sync(window)
-            self.publish(window, self.step(window))
-        except WINDOW_ERRORS as error:
-            reason = getattr(error, "reason", type(error).__name__)
-            logger.error("{}: window {} failed ({}): {}", self.role, window, reason, error)
-            self.rt.metrics.log("window_failed", window=window, reason=str(reason))
-        except Exception as error:  # a bug or a peer's data we did not foresee: log it, go on
-            logger.opt(exception=error).error("{}: window {} failed (internal)", self.role, window)
-            self.rt.metrics.log("window_failed", window=window, reason="internal")
-        finally:
-            self.busy = False
+    def finished(self) -> bool:
+        """Whether the plan's stop rule says the run is over."""
+        stop = self.rt.plan.stop
+        return STOP_RULES[stop["rule"]](self, stop)
+
+    def advance(self, window: int, offset: int) -> bool:
+        """Run or skip the steps of ``window`` due at ``offset``; True once a window's last
+        step has run (a window whose steps were all missed does not count).
+
+        Membership is re-read once per window at an idle tick (waiting for a phase or a gate,
+        or done), so the re-read never delays a step; only a roster older than the previous
+        window is re-read right before one.
+        """
+        if window <= self.last_window:
+            self.refresh(window)
+            return False
+        if self.cursor[0] != window:
+            self.cursor = (window, 0)
+        steps = self.slot.steps
+        while self.cursor[1] < len(steps):
+            step = Step(steps[self.cursor[1]], window, offset)
+            first, last = self.rt.windows.phase(step.plan.phase)
+            if offset < first:
+                self.refresh(window)
+                return False
+            if offset > last:
+                logger.warning("{}: step {} missed (offset {} past its phase)", self.role, step,
+                               offset)  # fmt: skip
+                self.cursor = (window, self.cursor[1] + 1)
+                continue
+            if self.refreshed < window - 1:
+                self.refresh(window)
+            if not self.gates_pass(step, last):
+                self.refresh(window)
+                return False
+            self.handle(step)
+            self.cursor = (window, self.cursor[1] + 1)
+            if self.cursor[1] < len(steps):
+                self.save()
+                return False  # the next step looks at the clock afresh at the next tick
+            self.last_window = window
+            self.save()
+            return True
         self.last_window = window
         self.save()
+        return False
+
+    def refresh(self, window: int) -> None:
+        """Re-read membership once per window (an outage keeps the last roster)."""
+        if self.refreshed != window:
+            self.refreshed = window
+            self.reread()
+
+    def reread(self) -> None:
+        """Refresh membership now; an outage is logged and the last roster kept."""
+        try:
+            self.rt.membership.refresh()
+        except WINDOW_ERRORS as error:
+            logger.warning("{}: membership refresh failed, using the last roster: {}", self.role,
+                           error)  # fmt: skip
+
+    def gates_pass(self, step: Step, last: int) -> bool:
+        """Whether every gate of ``step`` passed (or lapsed: then the step runs anyway)."""
+        for name in step.plan.gates:
+            gate = GATES[name]
+            try:
+                if gate.ready(self, step):
+                    continue
+            except WINDOW_ERRORS as error:
+                logger.debug("{}: gate {} not checkable yet: {}", self.role, name, error)
+            lapse = gate.lapse(self.rt.windows.cfg) if gate.lapse else last
+            if step.offset < lapse:
+                return False
+            logger.info("{}: gate {} ({}) not passed by offset {}; running {} anyway", self.role,
+                        name, gate.doc, step.offset, step)  # fmt: skip
+        return True
+
+    def handle(self, step: Step) -> object:
+        """Run one step's action; a step-level failure is logged and counted, never raised."""
+        self.busy = True
+        try:
+            return self.actions[step.action](self, step)
+        except WINDOW_ERRORS as error:
+            reason = getattr(error, "reason", type(error).__name__)
+            logger.error("{}: {} failed ({}): {}", self.role, step, reason, error)
+            self.rt.metrics.log("window_failed", window=step.window, step=step.action,
+                                reason=str(reason))  # fmt: skip
+        except Exception as error:  # a bug or a peer's data we did not foresee: log it, go on
+            logger.opt(exception=error).error("{}: {} failed (internal)", self.role, step)
+            self.rt.metrics.log("window_failed", window=step.window, step=step.action,
+                                reason="internal")  # fmt: skip
+        finally:
+            self.busy = False
+        return None
 
     # Lifecycle -----------------------------------------------------------------------------
+
+    def try_setup(self) -> bool:
+        """Set up and resume once what the role needs is there; False (retry later) if not."""
+        now = time.monotonic()
+        if self.ready or now < self.next_setup:
+            return self.ready
+        self.setup_since = self.setup_since or now
+        try:
+            self.setup()
+        except NotReady as why:
+            if now - self.setup_since > SETUP_WAIT_S:
+                raise SetupError(str(why)) from None
+            logger.info("waiting: {}", why)
+            self.next_setup = now + SETUP_RETRY_S
+            self.reread()  # the missing piece may be a member's new commitment
+            return False
+        self.resume()
+        self.ready = True
+        return True
 
     def resume(self) -> None:
         """Load saved state, if any (a restart continues where it stopped)."""
         meta, tensors = self.state_file.load()
         if meta:
             self.last_window = int(meta.get("last_window", -1))
+            cursor = meta.get("cursor") or [-1, 0]
+            self.cursor = (int(cursor[0]), int(cursor[1]))
             self.restore(meta, tensors)
             logger.info("{} resumed after window {}", self.role, self.last_window)
 
     def save(self) -> None:
-        """Persist state now."""
+        """Persist state now (nothing before setup: there is nothing to save yet)."""
+        if not self.ready:
+            return
         meta, tensors = self.state()
-        self.state_file.save({**meta, "last_window": self.last_window, "role": self.role}, tensors)
+        record = {**meta, "last_window": self.last_window, "cursor": list(self.cursor),
+                  "role": self.role, "plan": self.rt.plan.digest}  # fmt: skip
+        self.state_file.save(record, tensors)
 
     def stop(self) -> None:
-        """Ask the loop to stop: after the current window's work, or now when idle.
+        """Ask the loop to stop: after the current step, or now when idle.
 
-        Called from a signal handler. While the loop only waits for the next block (which never
-        comes if the chain went away) it is interrupted at once; a window's work in progress is
-        allowed to finish and be saved.
+        Called from a signal handler. While the loop only waits for the next tick (which never
+        comes if the chain went away) it is interrupted at once; a step in progress is allowed
+        to finish and be saved.
         """
         self.stop_event.set()
         if not self.busy:

@@ -1,8 +1,10 @@
 """The model holder: merge each window's uploads weighted by the validators' median scores.
 
-After the window's report deadline it reads the score reports of the validators it trusts
-(those with a validator permit), weights each miner by the median of their scores (by samples
-trained when nobody scored the window), fetches and verifies the uploads, aggregates them
+Its one action, ``merge`` (phase ``merge``: from the report deadline on), reads the score
+reports on the plan's score lane from the members it trusts (writers of that lane holding
+``runs.score``: on a chain, the validator permits), weights each sender by the plan's
+merge-weights rule (``median_score``: the median of their scores, samples trained when nobody
+scored the window), fetches and verifies the uploads, aggregates them
 robustly (norm clipping to the median norm, then the configured rule), takes the outer step
 (plain SGD at lr 2 by default, as SparseLoCo prescribes; Nesterov for dense updates) and
 publishes version v+1: a lossless patch against v, a full checkpoint every K versions, and a
@@ -13,8 +15,9 @@ It also publishes the dataset to its bucket, so every peer trains and scores on 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 import torch
 from loguru import logger
@@ -24,17 +27,17 @@ from ..compression import build_compressor
 from ..config import ConfigError
 from ..data import MANIFEST_KEY, TokenDataset
 from ..model import build_model, evaluate_loss
-from ..scoring import merge_weights
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind, dataset_prefix
 from ..training import aggregate, build_outer_optimizer, load_parameters, snapshot
 from ..versions import VersionPublisher
 from ..wire import Expected, Rejected, fetch_envelope
 from .base import BaseNeuron
-from .miner import assignment, samples_per_window
 from .replica import checkpoint_bytes
+from .rules import AGGREGATION_RULES, DATA_RULES, MERGE_WEIGHTS, OUTER_RULES, samples_per_window
 from .runtime import Runtime
 from .state import prefixed, unprefixed
+from .steps import Action, Step
 from .uploads import collect_uploads, log_uploads
 
 _REPORT = TypeAdapter(dict[str, Annotated[float, Field(allow_inf_nan=False)]])
@@ -67,6 +70,26 @@ def publish_dataset(rt: Runtime) -> None:
     logger.info("published dataset {} ({} files) to {}", folder.name, len(files), rt.store.location)
 
 
+@dataclass
+class MergeResult:
+    """One window's merge (the ``merge`` action's result)."""
+
+    window: int
+    merged: bool
+    weights: dict[str, float] = field(default_factory=dict)  # merged senders -> merge weight
+    bytes: int = 0  # bytes of the uploads read
+    tokens: int = 0  # tokens the merged senders report (informational)
+    reports: int = 0  # score reports used
+    ddp_bytes: int = 0  # what DDP would have sent for the same work
+    merge_seconds: float = 0.0
+
+    def fields(self) -> dict[str, Any]:
+        """The ``version`` metric's fields (the run page reads them)."""
+        return {"weights": self.weights, "bytes": self.bytes, "tokens": self.tokens,
+                "reports": self.reports, "ddp_bytes": self.ddp_bytes,
+                "merge_seconds": self.merge_seconds}  # fmt: skip
+
+
 class ModelHolder(BaseNeuron):
     """Merges, steps and publishes; the source of every model version."""
 
@@ -74,26 +97,47 @@ class ModelHolder(BaseNeuron):
 
     def __init__(self, rt: Runtime) -> None:
         super().__init__(rt)
-        p = rt.cfg.protocol
-        if rt.hotkey != p.holder_hotkey:
+        if rt.hotkey not in rt.roster.in_slot(self.slot.name):
+            holders = ", ".join(rt.roster.in_slot(self.slot.name)) or "nobody"
             raise ConfigError(
-                f"this wallet's hotkey {rt.hotkey} is not --protocol.holder_hotkey "
-                f"{p.holder_hotkey}; peers would not follow its versions"
+                f"this wallet's hotkey {rt.hotkey} does not fill slot {self.slot.name} "
+                f"(filled by {holders}; on a subnet: --protocol.holder_hotkey); peers would "
+                "not follow its versions"
             )
-        publish_dataset(rt)
-        self.data: TokenDataset = rt.dataset()
-        self.model = build_model(p.model, vocab_size=self.data.vocab_size, seed=p.seed)
-        self.outer = build_outer_optimizer(p.outer)
-        self.compressor = build_compressor(p.compression)
-        self.publisher = VersionPublisher(rt.store, rt.wallet.hotkey, p.run,
-                                          checkpoint_every=p.checkpoint_every,
-                                          max_bytes=max(rt.max_bytes, checkpoint_bytes(self.model)))  # fmt: skip
+        self.grads = rt.read_lane(self.slot, ObjectKind.GRADIENT.value).name
+        # None in topologies without scorers: merge weights then come from units or equality
+        self.scores = rt.lane_read(self.slot, ObjectKind.SCORES.value)
         self.version: int | None = None  # the last version published
         self.unpublished: int | None = None  # a window merged into the model, not yet published
 
-    def phase(self) -> tuple[int, int]:
-        w = self.rt.cfg.protocol.window
-        return w.report_deadline, w.blocks - 1
+    def setup(self) -> None:
+        """Publish the dataset to our bucket; build the model, outer optimizer and publisher."""
+        rt, p = self.rt, self.rt.cfg.protocol
+        publish_dataset(rt)
+        self.data: TokenDataset = rt.dataset()
+        self.model = build_model(p.model, vocab_size=self.data.vocab_size, seed=p.seed)
+        plan = rt.plan
+        self.aggregation = AGGREGATION_RULES[plan.aggregation["rule"]](p, plan.aggregation)
+        self.outer = build_outer_optimizer(OUTER_RULES[plan.outer["name"]](p, plan.outer))
+        self.compressor = build_compressor(p.compression)
+        self.publisher = VersionPublisher(rt.store, rt.signer, p.run,
+                                          checkpoint_every=p.checkpoint_every,
+                                          max_bytes=max(rt.max_bytes, checkpoint_bytes(self.model)))  # fmt: skip
+
+    def merge(self, step: Step) -> MergeResult:
+        """The ``merge`` action: merge the window and publish the next model version."""
+        result = self.step(step.window)
+        self.publish(step.window, result)
+        return result
+
+    actions: ClassVar[dict[str, Action]] = {"merge": merge}
+
+    def trusted(self) -> set[str]:
+        """Scorers whose reports count: writers of the score lane holding ``runs.score``."""
+        if self.scores is None:
+            return set()
+        roster = self.rt.roster
+        return {hk for hk in self.rt.writers(self.scores) if roster.may(hk, "runs.score")}
 
     def resume(self) -> None:
         """Continue from local state, or from what the bucket says was published last."""
@@ -111,37 +155,33 @@ class ModelHolder(BaseNeuron):
             self.last_window = max(self.last_window, published.window)
             logger.info("continuing from published model version {}", published.version)
 
-    def sync(self, window: int) -> None:
-        self.graph = self.rt.refresh_readers()
-
-    def step(self, window: int) -> dict[str, Any]:
+    def step(self, window: int) -> MergeResult:
+        """Merge ``window``'s uploads into the model (publication is :meth:`publish`)."""
         # A merge whose publication failed goes out first, byte for byte the same state, so the
         # version's write-once objects never conflict with a different merge.
-        self._publish_pending({})
+        self._publish_pending(None)
         started = time.perf_counter()
         p = self.rt.cfg.protocol
-        trusted = {n.hotkey for n in self.graph.neurons if n.validator_permit}
+        trusted = self.trusted()
         reports = self._reports(window, trusted)
-        holder = self.rt.hotkey
-        miners = [
-            n.hotkey for n in self.graph.neurons if n.hotkey != holder and n.hotkey not in trusted
-        ]
+        miners = [hk for hk in self.rt.writers(self.grads) if hk != self.rt.hotkey]
         params = snapshot(self.model)
         shapes = {k: tuple(v.shape) for k, v in params.items()}
+        assigned = DATA_RULES[self.rt.plan.data_rule](self.rt, self.data, window)
         got = collect_uploads(self.rt, window, miners, base_version=self.version,
-                              compressor=self.compressor, shapes=shapes,
-                              assigned=assignment(self.rt, self.data, window))  # fmt: skip
+                              compressor=self.compressor, shapes=shapes, assigned=assigned,
+                              lane=self.grads)  # fmt: skip
         # Units when nobody scored: the samples each receipt proves trained (the whole
         # assignment, or the prefix a partial upload names), never a number the miner claims.
         units = {hk: got.accepted[hk].samples or samples_per_window(self.rt) for hk in got.accepted}
-        weights = merge_weights(reports, trusted, units)
+        weights = MERGE_WEIGHTS[self.rt.plan.merge_weights](reports, trusted, units)
         chosen = [hk for hk in sorted(got.accepted) if weights.get(hk, 0.0) > 0]
         log_uploads(self.rt.metrics, window, got, weights, len(reports))
         if not chosen:
             logger.info("window {}: nothing to merge ({} uploads)", window, len(got.accepted))
-            return {"merged": False, "weights": weights}
+            return MergeResult(window, False, weights)
         delta = aggregate([got.accepted[hk].delta for hk in chosen],
-                          [weights[hk] for hk in chosen], p.aggregation)  # fmt: skip
+                          [weights[hk] for hk in chosen], self.aggregation)  # fmt: skip
         self.outer.step(params, delta)
         load_parameters(self.model, params)
         self.unpublished = window
@@ -151,10 +191,10 @@ class ModelHolder(BaseNeuron):
         sent = sum(got.accepted[hk].nbytes for hk in chosen)
         n_params = sum(t.numel() for t in params.values())
         ddp = sum(got.accepted[hk].steps or p.inner.steps for hk in chosen) * n_params * 4
-        return {"merged": True, "weights": {hk: weights[hk] for hk in chosen}, "bytes": sent,
-                "tokens": sum(got.accepted[hk].tokens for hk in chosen),
-                "reports": len(reports), "ddp_bytes": ddp,
-                "merge_seconds": round(time.perf_counter() - started, 3)}  # fmt: skip
+        return MergeResult(window, True, {hk: weights[hk] for hk in chosen}, bytes=sent,
+                           tokens=sum(got.accepted[hk].tokens for hk in chosen),
+                           reports=len(reports), ddp_bytes=ddp,
+                           merge_seconds=round(time.perf_counter() - started, 3))  # fmt: skip
 
     def _reports(self, window: int, trusted: set[str]) -> dict[str, dict[str, float]]:
         """Window scores from each trusted validator's signed report (bad ones are skipped)."""
@@ -163,27 +203,32 @@ class ModelHolder(BaseNeuron):
             reader = self.rt.readers.get(hotkey)
             if reader is None:
                 continue
-            expected = Expected(self.rt.cfg.protocol.run, window, ObjectKind.SCORES, hotkey)
+            expected = Expected(self.rt.cfg.protocol.run, window, ObjectKind.SCORES, hotkey,
+                                lane=self.scores)  # fmt: skip
             try:
                 envelope = fetch_envelope(reader, expected, None, max_bytes=self.rt.max_bytes)
-                if envelope.metadata.get("config_hash") != self.rt.cfg.protocol.config_hash():
-                    raise ValueError("report made under other protocol settings")
+                if envelope.metadata.get("plan") != self.rt.plan.digest:
+                    raise ValueError("report made under another run plan or protocol settings")
                 out[hotkey] = parse_report(envelope.metadata.get("scores", ""))
             except (StorageError, Rejected, ValueError) as error:
                 logger.info("no usable report from {} for window {}: {}", hotkey[:8], window, error)
         return out
 
-    def publish(self, window: int, result: dict[str, Any]) -> None:
-        if result["merged"]:
-            keys = ("weights", "bytes", "tokens", "reports", "ddp_bytes", "merge_seconds")
-            self._publish_pending({k: result[k] for k in keys})
+    def publish(self, window: int, result: MergeResult) -> None:
+        """Publish a merged window as the next model version."""
+        if result.merged:
+            self._publish_pending(result)
 
-    def _publish_pending(self, fields: dict[str, Any]) -> None:
-        """Publish the merged model as the next version (nothing to do if it is out already)."""
+    def _publish_pending(self, result: MergeResult | None) -> None:
+        """Publish the merged model as the next version (nothing to do if it is out already).
+
+        ``result`` is None for a merge retried from an earlier window: its figures are gone.
+        """
         if self.unpublished is None:
             return
         manifest = self.publisher.publish(snapshot(self.model), self.unpublished)
         self.version, window, self.unpublished = manifest.version, self.unpublished, None
+        fields = result.fields() if result is not None else {}
         contributors = fields.pop("weights", {})
         self._log_version(window, manifest.version, contributors=contributors, **fields)
 
@@ -193,6 +238,7 @@ class ModelHolder(BaseNeuron):
         self.rt.metrics.log("version", window=window, version=version, heldout_loss=loss, **fields)
 
     def state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        """Model, outer optimizer state, the last and the pending version."""
         tensors = {
             **prefixed(snapshot(self.model), "model"),
             **prefixed(self.outer.state_dict(), "outer"),
@@ -200,6 +246,7 @@ class ModelHolder(BaseNeuron):
         return {"version": self.version, "unpublished": self.unpublished}, tensors
 
     def restore(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
+        """Load what :meth:`state` saved."""
         self.version = meta.get("version")
         self.unpublished = meta.get("unpublished")
         model = unprefixed(tensors, "model")

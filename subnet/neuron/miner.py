@@ -1,27 +1,27 @@
 """The miner: train H inner steps on the assigned samples, upload the compressed pseudo-gradient.
 
-Each window it syncs to the model version the holder published for it, trains on the samples
-``assign_samples(seed, window, hotkey)`` names, computes ``start - end``, adds its error
-feedback, compresses (SparseLoCo by default) and writes one signed envelope, write-once, to its
-own bucket. The envelope carries the base model version and a receipt of the sample ids, so
-validators can check both. It paces itself against the upload deadline (``pacing.py``): all
-steps, a credited prefix of at least ``inner.min_steps``, or an early skip, never a silent late
-upload.
+Its one action, ``train`` (phase ``upload``, gate ``version_out``: the previous merge is out),
+syncs to the model version the holder published, trains on the samples the plan's data rule
+names (``assigned``: a pure function of seed, window and hotkey), computes ``start - end``, adds
+its error feedback, compresses (SparseLoCo by default) and writes one signed envelope,
+write-once, to its own bucket on the step's lane. The envelope carries the base model version,
+the plan digest and a receipt of the sample ids, so validators can check all three. It paces
+itself against the upload deadline (``pacer.py``): all steps, a credited prefix of at least
+``inner.min_steps``, or an early skip, never a silent late upload.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from loguru import logger
 
 from ..compression import ErrorFeedback, Payload, build_compressor, payload_nbytes
-from ..data import TokenDataset, assign_samples, sample_receipt
+from ..data import sample_receipt
 from ..monitor.progress import progress
 from ..storage.keys import ObjectKind
 from ..training import build_inner_optimizer, pseudo_gradient
@@ -29,8 +29,9 @@ from ..wire import publish_envelope
 from .base import BaseNeuron
 from .pacer import Pacer, WindowSkipped  # noqa: F401 (WindowSkipped: re-exported)
 from .replica import Replica
-from .runtime import Runtime
+from .rules import DATA_RULES
 from .state import load_optimizer_state, optimizer_state, prefixed, unprefixed
+from .steps import Action, Step
 
 
 class NonFinite(ArithmeticError):
@@ -41,22 +42,11 @@ class NonFinite(ArithmeticError):
 
 @dataclass
 class Upload:
-    """One window's contribution, ready to sign."""
+    """One window's contribution, ready to sign (the ``train`` action's result)."""
 
     payload: Payload
     metadata: dict[str, str]
-
-
-def samples_per_window(rt: Runtime) -> int:
-    """How many samples a miner trains on per window (H steps x micro-batch x accumulation)."""
-    inner = rt.cfg.protocol.inner
-    return inner.steps * inner.micro_batch * inner.accumulation
-
-
-def assignment(rt: Runtime, data: TokenDataset, window: int) -> Callable[[str], list[int]]:
-    """``hotkey -> sample ids`` it must train on in ``window`` (what receipts are checked against)."""
-    seed, n, total = rt.cfg.protocol.seed, samples_per_window(rt), data.split_samples("train")
-    return lambda hotkey: assign_samples(seed, window, hotkey, n, total)
+    key: str | None = None  # where it was written, once published
 
 
 class Miner(BaseNeuron):
@@ -64,37 +54,43 @@ class Miner(BaseNeuron):
 
     role = "miner"
 
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, rt) -> None:
         super().__init__(rt)
-        p = rt.cfg.protocol
-        self.data = rt.dataset()
-        self.replica = Replica(rt, self.data.vocab_size)
+        self.pacer = Pacer(rt)  # the upload deadline in seconds, and how much work fits
+
+    def observe(self, tick: int, window: int, offset: int) -> None:
+        self.pacer.observe(tick)  # measures the tick (block) time
+
+    def setup(self) -> None:
+        """The dataset (NotReady until the holder published it), the model and optimizer."""
+        p = self.rt.cfg.protocol
+        self.data = self.rt.dataset()
+        self.replica = Replica(self.rt, self.data.vocab_size,
+                               self.rt.read_lane(self.slot, "model-manifest").name)  # fmt: skip
         self.optimizer = build_inner_optimizer(self.replica.model, p.inner)
         self.compressor = build_compressor(p.compression)
         self.ef = ErrorFeedback(p.compression.ef_decay)
         self.sync_seconds = 0.0
-        self.pacer = Pacer(rt)  # the upload deadline in seconds, and how much work fits
 
-    def on_block(self, block: int, window: int, offset: int) -> None:
-        self.pacer.observe(block)  # measures the block time
+    def train(self, step: Step) -> Upload:
+        """The ``train`` action: sync, train, upload on the step's lane."""
+        self.sync(step.window)
+        upload = self.step(step.window)
+        self.publish(step.window, upload, lane=step.lane)
+        return upload
 
-    def phase(self) -> tuple[int, int]:
-        return 0, self.rt.cfg.protocol.window.upload_deadline - 1
+    actions: ClassVar[dict[str, Action]] = {"train": train}
 
     def sync(self, window: int) -> None:
+        """Move to the latest model version (the ``version_out`` gate waited for it)."""
         started = time.perf_counter()
-        self._sync(window)
+        self.replica.sync()
         self.sync_seconds = time.perf_counter() - started
 
-    def _sync(self, window: int) -> None:
-        w = self.rt.cfg.protocol.window
-        # Normally the merge of the previous window is out already; give a slow holder a moment.
-        deadline = self.rt.clock.start(window) + max(1, w.upload_deadline // 4)
-        self.replica.sync(until_window=window - 1, deadline_block=deadline)
-
     def step(self, window: int) -> Upload:
+        """Train H inner steps on the assigned samples; the compressed pseudo-gradient."""
         p = self.rt.cfg.protocol
-        ids = assignment(self.rt, self.data, window)(self.rt.hotkey)
+        ids = DATA_RULES[self.rt.plan.data_rule](self.rt, self.data, window)(self.rt.hotkey)
         start = self.replica.snapshot()
         batches = progress(self.data.batches(ids, p.inner.micro_batch), desc=f"window {window}",
                            total=p.inner.steps * p.inner.accumulation, unit="batch")  # fmt: skip
@@ -126,18 +122,21 @@ class Miner(BaseNeuron):
         return Upload(payload, {"receipt": sample_receipt(ids), "samples": str(len(ids)),
                                 "steps": str(result.steps),
                                 "tokens": str(result.tokens), "loss": f"{result.mean_loss:.6f}",
-                                "config_hash": p.config_hash()})  # fmt: skip
+                                "plan": self.rt.plan.digest})  # fmt: skip
 
-    def publish(self, window: int, result: Upload) -> None:
+    def publish(self, window: int, result: Upload, lane: str | None = None) -> None:
+        """Sign and write the upload once to our bucket."""
         key, written = publish_envelope(
-            self.rt.store, signer=self.rt.wallet.hotkey, run=self.rt.cfg.protocol.run,
+            self.rt.store, signer=self.rt.signer, run=self.rt.cfg.protocol.run,
             kind=ObjectKind.GRADIENT, window=window, tensors=result.payload,
-            base_version=self.replica.version, metadata=result.metadata,
+            base_version=self.replica.version, metadata=result.metadata, lane=lane,
         )  # fmt: skip
+        result.key = key
         logger.info("uploaded {} ({})", key, "new" if written else "already there")
         self.pacer.uploaded(window)  # warns and records when it landed late
 
     def state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        """Model at its version, error feedback, AdamW moments."""
         groups, moments = optimizer_state(self.optimizer)
         tensors = {
             **prefixed(self.replica.state or {}, "model"),
@@ -147,6 +146,7 @@ class Miner(BaseNeuron):
         return {"version": self.replica.version, "adamw_groups": groups}, tensors
 
     def restore(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
+        """Load what :meth:`state` saved."""
         self.replica.restore(meta.get("version"), unprefixed(tensors, "model"))
         self.ef.load_state_dict(unprefixed(tensors, "ef"))
         load_optimizer_state(

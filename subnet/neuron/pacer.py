@@ -1,7 +1,8 @@
 """The miner's pacing shell: the pure rules of ``pacing.py`` wired to the chain and metrics.
 
-``Pacer`` knows the window clock's deadline block, measures the block time from the blocks the
-neuron sees (and the chain head it reads, best effort), trains as much as fits before the
+``Pacer`` knows the window clock's deadline tick (the end of the ``upload`` phase), measures the
+tick time (chain blocks in subnet mode) from the ticks the neuron sees (and the clock's ``now``,
+read best effort), trains as much as fits before the
 upload deadline (``train_paced``), skips the window with the numbers when not even the
 protocol's minimum fits, and checks, after each upload, whether it landed late. Every decision
 is a log line and a ``metrics.jsonl`` record (``window_skipped``, ``upload``).
@@ -9,13 +10,14 @@ is a log line and a ``metrics.jsonl`` record (``window_skipped``, ``upload``).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable
 
-import bittensor as bt
 from loguru import logger
 from torch.optim import Optimizer
 
+from ..clock import BlockClock
 from ..training.inner import Batch
 from .pacing import BlockTimer, Pace, PacedResult, explain, margin_s, train_paced
 from .replica import Replica
@@ -34,20 +36,27 @@ class Pacer:
     def __init__(self, rt: Runtime, refresh_s: float = 2.0) -> None:
         self.rt = rt
         self.refresh_s = refresh_s  # re-read the chain head at most this often while training
-        self.blocks = BlockTimer(nominal_s=float(rt.chain.subtensor.block_time()))
+        # Ticks are time only for a time clock (it knows its tick) and a block clock (measured
+        # within a few ticks, 12 s until then); a test's manual clock has no deadline in seconds.
+        seconds = getattr(rt.clock, "seconds", None)
+        self.active = seconds is not None or isinstance(rt.clock, BlockClock)
+        self.blocks = BlockTimer(nominal_s=float(seconds or 12.0))
         self.pace = Pace()
         self.trained_at = 0.0  # perf_counter when the last training ended
 
     def observe(self, block: int) -> None:
-        """A block the loop saw, now."""
-        self.blocks.observe(block, time.monotonic())
+        """A block (tick) the loop saw, now."""
+        if self.active:
+            self.blocks.observe(block, time.monotonic())
 
     def deadline_block(self, window: int) -> int:
-        """The first block at which an upload for ``window`` is late."""
-        return self.rt.clock.start(window) + self.rt.cfg.protocol.window.upload_deadline
+        """The first tick at which an upload for ``window`` is late (the upload phase is over)."""
+        return self.rt.windows.start(window) + self.rt.windows.phase("upload")[1] + 1
 
     def seconds_to_deadline(self, window: int) -> float:
         """Predicted seconds until the deadline block (re-reading the head now and then)."""
+        if not self.active:
+            return math.inf
         now = time.monotonic()
         if not self.blocks.seen or now - self.blocks.seen[-1][1] > self.refresh_s:
             self._observe_head()  # corrects a drifting block time
@@ -56,9 +65,9 @@ class Pacer:
     def _observe_head(self) -> None:
         """Note the chain head now; best effort (the last observation extrapolates meanwhile)."""
         try:
-            self.observe(self.rt.chain.block())
-        except (bt.BittensorError, OSError) as error:
-            logger.debug("chain head unreadable while pacing: {}", error)
+            self.observe(self.rt.clock.now())
+        except Exception as error:  # noqa: BLE001 - best effort: the last observation extrapolates
+            logger.debug("clock unreadable while pacing: {}", error)
 
     def train(
         self, window: int, replica: Replica, batches: Iterable[Batch], optimizer: Optimizer
@@ -67,6 +76,11 @@ class Pacer:
         p = self.rt.cfg.protocol
         self._observe_head()
         left = self.seconds_to_deadline(window)
+        if not math.isfinite(left):  # no deadline in seconds (a manual clock, an unread head)
+            paced = train_paced(replica.model, batches, p.inner, optimizer, steps=p.inner.steps,
+                                pace=self.pace, seconds_left=lambda: math.inf)  # fmt: skip
+            self.trained_at = time.perf_counter()
+            return paced
         margin = margin_s(left, self.blocks.seconds_per_block())
         reserve = margin + (self.pace.tail_s or 0.0)
         if left - reserve > 0:  # some time: train, probing the step time first
@@ -91,11 +105,13 @@ class Pacer:
 
     def uploaded(self, window: int) -> None:
         """Record how the upload landed against the deadline; warn, with numbers, if late."""
+        if not self.active:
+            return
         upload_seconds = time.perf_counter() - self.trained_at
         self.pace.observe_tail(upload_seconds)
         try:
-            block = self.rt.chain.block()
-        except (bt.BittensorError, OSError) as error:  # the upload is done; only the check is lost
+            block = self.rt.clock.now()
+        except Exception as error:  # noqa: BLE001 - the upload is done; only the check is lost
             logger.warning("window {}: chain head unreadable, lateness not checked: {}", window,
                            error)  # fmt: skip
             return

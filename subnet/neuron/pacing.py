@@ -138,7 +138,9 @@ def train_paced(
     while done < steps:
         left = seconds_left()
         chunk = 1  # the probe
-        if done > 0 and pace.step_s is not None:
+        if left == math.inf:  # no deadline: everything in one call
+            chunk = steps - done
+        elif done > 0 and pace.step_s is not None:
             affordable = int(left // pace.step_s) if left > 0 else 0
             if affordable < 1 or (done < least and affordable < least - done):
                 stopped = "deadline" if done >= least else "abandoned"

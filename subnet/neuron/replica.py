@@ -1,8 +1,10 @@
-"""A local copy of the global model that follows the model holder's published versions."""
+"""A local copy of the global model that follows the model holder's published versions.
+
+It never waits: whether the version a window needs is out is the ``version_out`` gate's
+question (``latest_window``), asked by the loop at each tick.
+"""
 
 from __future__ import annotations
-
-import time
 
 import torch
 from loguru import logger
@@ -22,12 +24,27 @@ def checkpoint_bytes(model: torch.nn.Module) -> int:
     return 2 * 4 * sum(t.numel() for t in model.parameters()) + (1 << 20)
 
 
+class MemberStore:
+    """A member's bucket, looked up at each call (a changed commitment is picked up)."""
+
+    def __init__(self, rt: Runtime, hotkey: str) -> None:
+        self.rt, self.hotkey = rt, hotkey
+
+    def __getattr__(self, name: str):
+        store = self.rt.reader(self.hotkey)
+        if store is None:
+            raise SyncError("no_reader", f"no readable bucket for {self.hotkey}")
+        return getattr(store, name)
+
+
 class Replica:
     """The global model at a known version, as miners and validators hold it."""
 
-    def __init__(self, rt: Runtime, vocab_size: int) -> None:
+    def __init__(self, rt: Runtime, vocab_size: int, lane: str = "model") -> None:
+        """Follow the member writing ``lane`` (the plan's model lane)."""
         p = rt.cfg.protocol
-        self.rt = rt
+        self.rt, self.lane = rt, lane
+        self.holder = rt.source_of(lane)
         self.model = build_model(p.model, vocab_size=vocab_size, seed=p.seed)
         self.model.to(rt.cfg.node.neuron.device)
         self.max_bytes = max(rt.max_bytes, checkpoint_bytes(self.model))
@@ -38,20 +55,13 @@ class Replica:
         # replayed older (validly signed) pointer is refused as a rollback.
         self.syncer = self._new_syncer()
 
-    def sync(self, *, until_window: int | None = None, deadline_block: int | None = None) -> None:
-        """Move to the latest version, waiting (until ``deadline_block``) for the merge of
-        ``until_window`` when the holder has not published it yet."""
-        if self.rt.readers.get(self.rt.cfg.protocol.holder_hotkey) is None:
-            self.rt.refresh_readers()
+    def latest_window(self) -> int:
+        """The window whose merge the holder's newest version holds (-1: the initial model)."""
+        return self._latest().window
+
+    def sync(self) -> None:
+        """Move to the holder's latest version (patches, or a checkpoint), hash-checked."""
         latest = self._latest()
-        while (
-            until_window is not None
-            and latest.window < until_window
-            and deadline_block is not None
-            and self.rt.chain.block() < deadline_block
-        ):
-            time.sleep(0.2)
-            latest = self._latest()
         if self.version is not None and latest.version < self.version:
             logger.warning("model holder is at version {}, behind our {}: it started over; "
                            "following it", latest.version, self.version)  # fmt: skip
@@ -76,8 +86,8 @@ class Replica:
             return self.syncer.latest()
 
     def _new_syncer(self) -> ModelSync:
-        p = self.rt.cfg.protocol
-        return ModelSync(self.rt.readers, p.holder_hotkey, p.run, max_bytes=self.max_bytes)
+        return ModelSync(MemberStore(self.rt, self.holder), self.holder,
+                         self.rt.cfg.protocol.run, max_bytes=self.max_bytes)  # fmt: skip
 
     def reset(self) -> None:
         """Put the synced global parameters back into the model (after local training)."""

@@ -2,8 +2,8 @@
 
 Shared by the validator (which scores them) and the model holder (which merges them). Each
 upload is fetched from its sender's own bucket, verified as a signed envelope (size, signature,
-run, window, sender, base version), checked against the protocol config hash and the sender's
-sample receipt, checked as a payload of the configured compressor against the model's shapes,
+run, lane, window, sender, base version), checked against the run plan's digest and the
+sender's sample receipt, checked as a payload of the configured compressor against the model's shapes,
 and decoded. Nothing unverified reaches a model, and one sender's bad object or bad bucket
 costs that sender its window, never the reader its process.
 """
@@ -70,15 +70,16 @@ def collect_uploads(
     compressor: Compressor,
     shapes: Mapping[str, tuple[int, ...]],
     assigned: Callable[[str], list[int]],
+    lane: str | None = None,
 ) -> WindowUploads:
-    """Fetch, verify and decode each sender's gradient for ``window``.
+    """Fetch, verify and decode each sender's gradient for ``window`` on ``lane``.
 
     ``assigned(hotkey)`` gives the sample ids the sender had to train on; its receipt must match.
     """
     out = WindowUploads()
     for hotkey in senders:
         try:
-            envelope = _fetch(rt, window, hotkey, base_version)
+            envelope = _fetch(rt, window, hotkey, base_version, lane)
             out.accepted[hotkey] = _accept(rt, envelope, hotkey, compressor, shapes, assigned)
         except ObjectNotFound:
             out.missing.add(hotkey)
@@ -100,12 +101,14 @@ def collect_uploads(
     return out
 
 
-def _fetch(rt: Runtime, window: int, hotkey: str, base_version: int | None) -> Envelope:
+def _fetch(
+    rt: Runtime, window: int, hotkey: str, base_version: int | None, lane: str | None
+) -> Envelope:
     reader = rt.readers.get(hotkey)
     if reader is None:
         raise _Refused("no_bucket")
     expected = Expected(rt.cfg.protocol.run, window, ObjectKind.GRADIENT, hotkey,
-                        base_version=base_version)  # fmt: skip
+                        base_version=base_version, lane=lane)  # fmt: skip
     return fetch_envelope(reader, expected, None, max_bytes=rt.max_bytes)
 
 
@@ -118,8 +121,8 @@ def _accept(
     assigned: Callable[[str], list[int]],
 ) -> Received:
     meta = dict(envelope.metadata)
-    if meta.get("config_hash") != rt.cfg.protocol.config_hash():
-        raise _Refused("wrong_config")  # trained under other protocol settings
+    if meta.get("plan") != rt.plan.digest:
+        raise _Refused("wrong_plan")  # trained under another run plan or protocol settings
     ids = assigned(hotkey)
     inner = rt.cfg.protocol.inner
     per_step = inner.micro_batch * inner.accumulation

@@ -1,17 +1,19 @@
-"""The validator: score every upload of a window, report the scores, set weights each tempo.
+"""The validator: score every upload of a window, report the scores, offer weights.
 
-At the window's upload deadline it fetches each miner's gradient, verifies it, checks the
-sample receipt, and measures the loss of its model before and after applying that update alone,
-on a slice of the miner's assigned samples and on random samples. Copies (top-k index overlap;
-the later upload is the copier), missing, late, stale and rejected uploads score 0. Scores feed
-a moving average per hotkey; the window's scores go out as a signed report for the model
-holder, and every tempo the moving scores become weights on chain through ``bt.SetWeights``.
+Its one action, ``score`` (phase ``score``: from the upload deadline on), fetches the gradient
+of each member writing the plan's gradient lane, verifies it, checks the sample receipt, and
+measures the loss of its model before and after applying that update alone, on a slice of the
+sender's assigned samples and on random samples. Copies (top-k index overlap; the later upload
+is the copier), missing, late, stale and rejected uploads score 0. Scores feed a moving average
+per hotkey; the window's scores go out as a signed report on the step's lane, and the moving
+scores are offered to the runtime's weight sink (on a chain: weights every tempo).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import torch
 from loguru import logger
@@ -22,53 +24,73 @@ from ..model import evaluate_loss
 from ..scoring import (
     Evaluation,
     Upload,
+    Verdict,
     detect_copies,
     score_window,
     update_moving,
-    weights_for_chain,
 )
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind, object_key
 from ..training import load_parameters
 from ..wire import publish_envelope
 from .base import BaseNeuron
-from .miner import assignment
 from .replica import Replica
-from .runtime import Runtime
+from .rules import DATA_RULES
 from .state import prefixed, unprefixed
+from .steps import Action, Step
 from .uploads import Received, collect_uploads, support
 
 
+@dataclass
+class ScoreReport:
+    """One window's scoring (the ``score`` action's result): what was sent and why."""
+
+    window: int
+    version: int | None
+    scores: dict[str, float]  # sender hotkey -> window score, as reported
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+
+
 class Validator(BaseNeuron):
-    """Scores uploads, publishes reports, keeps moving scores, sets weights."""
+    """Scores uploads, publishes reports, keeps moving scores, offers weights."""
 
     role = "validator"
 
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, rt) -> None:
         super().__init__(rt)
-        self.data = rt.dataset()
-        self.replica = Replica(rt, self.data.vocab_size)
-        self.compressor = build_compressor(rt.cfg.protocol.compression)
         self.moving: dict[str, float] = {}
-        # (window, hotkey) -> (block first seen, the store's last-modified time): upload order
+        # (window, hotkey) -> (tick first seen, the store's last-modified time): upload order
         self.first_seen: dict[tuple[int, str], tuple[int, float]] = {}
         self.unreachable: set[tuple[int, str]] = set()
         self.last_weights_block = 0
-        self.graph = rt.refresh_readers()
+        self.grads = rt.read_lane(self.slot, ObjectKind.GRADIENT.value).name  # the lane scored
 
-    def phase(self) -> tuple[int, int]:
-        w = self.rt.cfg.protocol.window
-        return w.upload_deadline, w.report_deadline - 1
+    def setup(self) -> None:
+        """The dataset (NotReady until the holder published it) and the model replica."""
+        self.data = self.rt.dataset()
+        self.replica = Replica(self.rt, self.data.vocab_size,
+                               self.rt.read_lane(self.slot, "model-manifest").name)  # fmt: skip
+        self.compressor = build_compressor(self.rt.cfg.protocol.compression)
 
-    def on_block(self, block: int, window: int, offset: int) -> None:
-        """Note when each miner's upload first appears: upload order decides who copied whom."""
+    def score(self, step: Step) -> ScoreReport:
+        """The ``score`` action: sync, score the window, report on the step's lane, offer weights."""
+        self.sync(step.window)
+        report = self.step(step.window)
+        self.publish(step.window, report, lane=step.lane)
+        return report
+
+    actions: ClassVar[dict[str, Action]] = {"score": score}
+
+    def observe(self, tick: int, window: int, offset: int) -> None:
+        """Note when each upload first appears: upload order decides who copied whom."""
         if offset > self.rt.cfg.protocol.window.upload_deadline:
             return
         for hotkey in self.miners():
             if (window, hotkey) in self.first_seen or (window, hotkey) in self.unreachable:
                 continue
             reader = self.rt.readers.get(hotkey)
-            key = object_key(self.rt.cfg.protocol.run, ObjectKind.GRADIENT, window, hotkey)
+            key = object_key(self.rt.cfg.protocol.run, ObjectKind.GRADIENT, window, hotkey,
+                             lane=self.grads)  # fmt: skip
             try:
                 info = reader.head(key) if reader is not None else None
             except ObjectNotFound:
@@ -79,24 +101,27 @@ class Validator(BaseNeuron):
                 self.unreachable.add((window, hotkey))
                 continue
             if info is not None:
-                self.first_seen[(window, hotkey)] = (block, info.last_modified.timestamp())
+                self.first_seen[(window, hotkey)] = (tick, info.last_modified.timestamp())
 
     def miners(self) -> list[str]:
-        """Hotkeys that may upload: everyone registered except validators and the holder."""
-        graph = self.graph
-        holder = self.rt.cfg.protocol.holder_hotkey
-        return [n.hotkey for n in graph.neurons if not n.validator_permit and n.hotkey != holder]
+        """Hotkeys that send on the scored lane (the roster's writers of it)."""
+        return self.rt.writers(self.grads)
+
+    def assigned(self, window: int):
+        """``hotkey -> sample ids`` by the plan's data rule (what receipts are checked against)."""
+        return DATA_RULES[self.rt.plan.data_rule](self.rt, self.data, window)
 
     def sync(self, window: int) -> None:
-        self.graph = self.rt.refresh_readers()
+        """Move to the holder's latest model version."""
         self.replica.sync()
 
-    def step(self, window: int) -> dict[str, Any]:
+    def step(self, window: int) -> ScoreReport:
+        """Fetch, verify and score every upload of ``window``; update the moving scores."""
         p = self.rt.cfg.protocol
         shapes = {k: tuple(v.shape) for k, v in self.replica.state.items()}
         got = collect_uploads(self.rt, window, self.miners(), base_version=self.replica.version,
                               compressor=self.compressor, shapes=shapes,
-                              assigned=assignment(self.rt, self.data, window))  # fmt: skip
+                              assigned=self.assigned(window), lane=self.grads)  # fmt: skip
         evaluations = self._evaluate_all(window, got.accepted)
         copies = detect_copies(self._upload_order(window, got.accepted), p.scoring)
         late = self._late(window, got.missing)
@@ -116,12 +141,12 @@ class Validator(BaseNeuron):
         )  # fmt: skip
         self.first_seen = {k: b for k, b in self.first_seen.items() if k[0] > window}
         self.unreachable = {k for k in self.unreachable if k[0] > window}
-        return scores
+        return ScoreReport(window, self.replica.version, scores, verdicts)
 
     def _evaluate_all(self, window: int, accepted: dict[str, Received]) -> list[Evaluation]:
         """Measure each upload on a slice of its assigned samples and on random samples."""
         p = self.rt.cfg.protocol
-        assigned = assignment(self.rt, self.data, window)
+        assigned = self.assigned(window)
         random_ids = random_sample_ids(p.eval_samples, self.data.split_samples("train"))
         before_random = self._loss(random_ids)
         # a partial upload is evaluated on the prefix it trained
@@ -149,11 +174,12 @@ class Validator(BaseNeuron):
 
     def _late(self, window: int, missing: set[str]) -> set[str]:
         """Uploads absent at the deadline that exist now: they arrived late."""
-        run = self.rt.cfg.protocol.run
+        run, lane = self.rt.cfg.protocol.run, self.grads
         return {
             hk for hk in missing
             if (reader := self.rt.readers.get(hk)) is not None
-            and _modified(reader, object_key(run, ObjectKind.GRADIENT, window, hk)) is not None
+            and _modified(reader, object_key(run, ObjectKind.GRADIENT, window, hk, lane=lane))
+            is not None
         }  # fmt: skip
 
     def _loss(self, ids: list[int]) -> float:
@@ -180,41 +206,37 @@ class Validator(BaseNeuron):
             fraction=upload.fraction,
         )
 
-    def publish(self, window: int, result: dict[str, Any]) -> None:
-        scores = dict(sorted(result.items()))
+    def publish(self, window: int, result: ScoreReport, lane: str | None = None) -> None:
+        """Sign and write the window's score report, then offer the moving scores as weights."""
+        scores = dict(sorted(result.scores.items()))
         tensor = torch.tensor(list(scores.values()) or [0.0], dtype=torch.float32)
         publish_envelope(
-            self.rt.store, signer=self.rt.wallet.hotkey, run=self.rt.cfg.protocol.run,
+            self.rt.store, signer=self.rt.signer, run=self.rt.cfg.protocol.run,
             kind=ObjectKind.SCORES, window=window, tensors={"scores": tensor},
-            base_version=self.replica.version,
-            metadata={"scores": json.dumps(scores), "config_hash": self.rt.cfg.protocol.config_hash()},
+            base_version=self.replica.version, lane=lane,
+            metadata={"scores": json.dumps(scores), "plan": self.rt.plan.digest},
         )  # fmt: skip
-        self.maybe_set_weights()
+        self.offer_weights(window)
 
-    def maybe_set_weights(self) -> None:
-        """Set weights from the moving scores once per tempo (the chain's rate limit applies)."""
-        block, tempo = self.rt.chain.block(), self.graph.tempo
-        if block - self.last_weights_block < tempo:
+    def offer_weights(self, window: int) -> None:
+        """Hand the moving scores to the weight sink; it decides whether a submission is due."""
+        outcome = self.rt.weights.offer(self.moving, self.rt.roster, window=window,
+                                        last_tick=self.last_weights_block)  # fmt: skip
+        if outcome is None:
             return
-        uids = {n.hotkey: n.uid for n in self.graph.neurons}
-        weights = weights_for_chain(self.moving, uids)
-        if not weights:
-            logger.info("no miner has a positive score yet; not setting weights")
-            return
-        outcome = self.rt.chain.set_weights(self.rt.wallet, weights)
-        by_uid = {uid: hk for hk, uid in uids.items()}
-        self.rt.metrics.log("weights", block=outcome.block, ok=outcome.ok, reason=outcome.reason,
-                            weights={str(k): v for k, v in weights.items()},
-                            by_hotkey={by_uid[k]: v for k, v in weights.items() if k in by_uid})  # fmt: skip
+        self.rt.metrics.log("weights", block=outcome.tick, ok=outcome.ok, reason=outcome.reason,
+                            weights=outcome.weights)  # fmt: skip
         if outcome.ok:
-            self.last_weights_block = outcome.block
+            self.last_weights_block = outcome.tick
 
     def state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        """Model at its version, moving scores, when weights were last set."""
         meta = {"version": self.replica.version, "moving": self.moving,
                 "last_weights_block": self.last_weights_block}  # fmt: skip
         return meta, prefixed(self.replica.state or {}, "model")
 
     def restore(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
+        """Load what :meth:`state` saved."""
         self.moving = {k: float(v) for k, v in meta.get("moving", {}).items()}
         self.last_weights_block = int(meta.get("last_weights_block", 0))
         self.replica.restore(meta.get("version"), unprefixed(tensors, "model"))

@@ -1,7 +1,9 @@
 """Every object Beam stores is named here, and only here.
 
-Layout: `beam/v{version}/{run}/{kind}/{window:012d}/{sender}` — protocol version first, so peers on
-an incompatible version list and read disjoint key spaces and never parse each other's objects.
+Layout: `beam/v{version}/{run}/{lane}/{kind}/{window:012d}/{sender}` — protocol version first, so
+peers on an incompatible version list and read disjoint key spaces and never parse each other's
+objects. The lane is the named stream between slots of the run plan (`grads`, `scores`, `model`,
+...), so two lanes carrying the same kind never collide; each kind has a default lane.
 The window (or round, or shard index) is zero-padded so key order is numeric order. `latest_key`
 names the one mutable pointer per (run, kind, sender), e.g. the newest model manifest.
 """
@@ -12,10 +14,11 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
-PROTOCOL_VERSION = 1  # bump on any incompatible change to keys or the wire format
+PROTOCOL_VERSION = 2  # bump on any incompatible change to keys or the wire format (2: lanes)
 ROOT = "beam"
 _WINDOW_DIGITS = 12
 _RUN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+_LANE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 _SENDER = re.compile(r"^[1-9A-HJ-NP-Za-km-z]{40,60}$")  # base58 ss58 address
 
 
@@ -30,6 +33,31 @@ class ObjectKind(str, Enum):
     ROOM_MANIFEST = "room-manifest"  # a room's signed roster
     DATASET_SHARD = "dataset-shard"  # token ids of one shard; window = shard index
     DATASET_MANIFEST = "dataset-manifest"  # shard list with a sha256 per shard
+    WEIGHTS = "weights"  # a scorer's normalized weights for a consensus slot, one window
+    DATA_GRANT = "data-grant"  # a lead's grant of data units to a member, one round
+
+
+# The lane an object travels on when the caller names none (the scored subnet's lanes).
+DEFAULT_LANES: dict[ObjectKind, str] = {
+    ObjectKind.GRADIENT: "grads",
+    ObjectKind.SCORES: "scores",
+    ObjectKind.MODEL_PATCH: "model",
+    ObjectKind.CHECKPOINT: "model",
+    ObjectKind.MODEL_MANIFEST: "model",
+    ObjectKind.ROOM_MANIFEST: "room",
+    ObjectKind.DATASET_SHARD: "data",
+    ObjectKind.DATASET_MANIFEST: "data",
+    ObjectKind.WEIGHTS: "weights",
+    ObjectKind.DATA_GRANT: "grants",
+}
+
+
+def lane_of(kind: ObjectKind, lane: str | None = None) -> str:
+    """`lane` checked, or the default lane of `kind` when None."""
+    name = DEFAULT_LANES[ObjectKind(kind)] if lane is None else lane
+    if not _LANE.match(name):
+        raise ValueError(f"lane must match {_LANE.pattern}: {name!r}")
+    return name
 
 
 @dataclass(frozen=True)
@@ -41,29 +69,35 @@ class KeyParts:
     kind: ObjectKind
     window: int | None
     sender: str
+    lane: str
 
 
 def object_key(
-    run: str, kind: ObjectKind, window: int, sender: str, *, version: int = PROTOCOL_VERSION
-) -> str:
-    """The key of `sender`'s object of `kind` for `window` (or round, or shard index)."""
-    return f"{window_prefix(run, kind, window, version=version)}{_check_sender(sender)}"
+    run: str, kind: ObjectKind, window: int, sender: str, *, lane: str | None = None,
+    version: int = PROTOCOL_VERSION,
+) -> str:  # fmt: skip
+    """The key of `sender`'s object of `kind` on `lane` for `window` (or round, or shard index)."""
+    prefix = window_prefix(run, kind, window, lane=lane, version=version)
+    return f"{prefix}{_check_sender(sender)}"
 
 
 def window_prefix(
-    run: str, kind: ObjectKind, window: int, *, version: int = PROTOCOL_VERSION
-) -> str:
-    """The prefix under which every sender's object of `kind` for `window` lives."""
+    run: str, kind: ObjectKind, window: int, *, lane: str | None = None,
+    version: int = PROTOCOL_VERSION,
+) -> str:  # fmt: skip
+    """The prefix under which every sender's object of `kind` on `lane` for `window` lives."""
     if window < 0 or window >= 10**_WINDOW_DIGITS:
         raise ValueError(f"window out of range: {window}")
-    return f"{kind_prefix(run, kind, version=version)}{window:0{_WINDOW_DIGITS}d}/"
+    return f"{kind_prefix(run, kind, lane=lane, version=version)}{window:0{_WINDOW_DIGITS}d}/"
 
 
-def kind_prefix(run: str, kind: ObjectKind, *, version: int = PROTOCOL_VERSION) -> str:
-    """The prefix of every object of `kind` in `run`, all windows."""
+def kind_prefix(
+    run: str, kind: ObjectKind, *, lane: str | None = None, version: int = PROTOCOL_VERSION
+) -> str:
+    """The prefix of every object of `kind` on `lane` in `run`, all windows."""
     if not _RUN.match(run):
         raise ValueError(f"run id must match {_RUN.pattern}: {run!r}")
-    return f"{ROOT}/v{int(version)}/{run}/{ObjectKind(kind).value}/"
+    return f"{ROOT}/v{int(version)}/{run}/{lane_of(kind, lane)}/{ObjectKind(kind).value}/"
 
 
 def dataset_prefix(name: str, *, version: int = PROTOCOL_VERSION) -> str:
@@ -73,17 +107,20 @@ def dataset_prefix(name: str, *, version: int = PROTOCOL_VERSION) -> str:
     return f"{ROOT}/v{int(version)}/datasets/{name}/"
 
 
-def latest_key(run: str, kind: ObjectKind, sender: str, *, version: int = PROTOCOL_VERSION) -> str:
+def latest_key(
+    run: str, kind: ObjectKind, sender: str, *, lane: str | None = None,
+    version: int = PROTOCOL_VERSION,
+) -> str:  # fmt: skip
     """The single overwritable pointer of `sender` for `kind` (e.g. the newest model manifest)."""
-    return f"{kind_prefix(run, kind, version=version)}latest/{_check_sender(sender)}"
+    return f"{kind_prefix(run, kind, lane=lane, version=version)}latest/{_check_sender(sender)}"
 
 
 def parse_key(key: str) -> KeyParts:
     """Invert `object_key` / `latest_key`; raises ValueError for any other key."""
     parts = key.split("/")
-    if len(parts) != 6 or parts[0] != ROOT or not re.fullmatch(r"v\d{1,6}", parts[1]):
+    if len(parts) != 7 or parts[0] != ROOT or not re.fullmatch(r"v\d{1,6}", parts[1]):
         raise ValueError(f"not a Beam key: {key!r}")
-    _, version, run, kind, window, sender = parts
+    _, version, run, lane, kind, window, sender = parts
     if window == "latest":
         number = None
     elif re.fullmatch(rf"\d{{{_WINDOW_DIGITS}}}", window):
@@ -91,7 +128,8 @@ def parse_key(key: str) -> KeyParts:
     else:
         raise ValueError(f"bad window in key: {key!r}")
     try:
-        parsed = KeyParts(int(version[1:]), run, ObjectKind(kind), number, _check_sender(sender))
+        parsed = KeyParts(int(version[1:]), run, ObjectKind(kind), number, _check_sender(sender),
+                          lane_of(ObjectKind(kind), lane))  # fmt: skip
     except ValueError as exc:
         raise ValueError(f"not a Beam key: {key!r} ({exc})") from None
     if not _RUN.match(run):

@@ -22,7 +22,7 @@ import torch
 from bittensor.sp_core import verify
 from pydantic import ValidationError
 
-from subnet.storage.keys import PROTOCOL_VERSION, ObjectKind
+from subnet.storage.keys import PROTOCOL_VERSION, ObjectKind, lane_of
 from subnet.wire.header import Expected, Header, Signer
 from subnet.wire.payload import (
     PayloadSpec,
@@ -61,6 +61,7 @@ def encode_envelope(
     base_version: int | None = None,
     metadata: Mapping[str, str] | None = None,
     version: int = PROTOCOL_VERSION,
+    lane: str | None = None,
 ) -> bytes:
     """Serialize `tensors` as safetensors, wrap them in a header, and sign it as `signer`."""
     payload = encode_payload(tensors, metadata or {})
@@ -68,6 +69,7 @@ def encode_envelope(
         version=version,
         run=run,
         kind=ObjectKind(kind),
+        lane=lane_of(kind, lane),
         window=window,
         sender=signer.ss58_address,
         base_version=base_version,
@@ -117,6 +119,7 @@ def check_header(header: Header, expected: Expected) -> None:
         (Reason.WRONG_SENDER, header.sender, expected.sender),
         (Reason.WRONG_RUN, header.run, expected.run),
         (Reason.WRONG_KIND, header.kind, ObjectKind(expected.kind)),
+        (Reason.WRONG_LANE, header.lane, expected.lane_name),
         (Reason.WRONG_WINDOW, header.window, expected.window),
     ]
     if expected.base_version is not None:

@@ -24,6 +24,7 @@ def publish_envelope(
     tensors: Mapping[str, torch.Tensor],
     base_version: int | None = None,
     metadata: Mapping[str, str] | None = None,
+    lane: str | None = None,
 ) -> tuple[str, bool]:
     """Sign and write once under `object_key(...)`. Returns (key, False if it was already taken)."""
     blob = encode_envelope(
@@ -34,8 +35,9 @@ def publish_envelope(
         tensors=tensors,
         base_version=base_version,
         metadata=metadata,
+        lane=lane,
     )
-    key = object_key(run, kind, window, signer.ss58_address)
+    key = object_key(run, kind, window, signer.ss58_address, lane=lane)
     return key, store.put_if_absent(key, blob)
 
 
@@ -48,8 +50,9 @@ def fetch_envelope(
     `ObjectNotFound` / `StorageError` through: absence and outages are not the sender's fault.
     """
     key = object_key(
-        expected.run, expected.kind, expected.window, expected.sender, version=expected.version
-    )
+        expected.run, expected.kind, expected.window, expected.sender, lane=expected.lane,
+        version=expected.version,
+    )  # fmt: skip
     try:
         blob = store.get(key, max_bytes)
     except ObjectTooLarge as exc:

@@ -7,7 +7,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from subnet.storage.keys import PROTOCOL_VERSION, ObjectKind
+from subnet.storage.keys import PROTOCOL_VERSION, ObjectKind, lane_of
 
 
 class Signer(Protocol):
@@ -31,6 +31,7 @@ class Header(BaseModel):
     version: int = Field(ge=0)  # protocol version (`subnet.storage.keys.PROTOCOL_VERSION`)
     run: str = Field(min_length=1, max_length=64)
     kind: ObjectKind
+    lane: str = Field(pattern=r"^[a-z][a-z0-9-]{0,31}$")  # the run plan's stream, as in the key
     window: int = Field(ge=0)  # window, round, or shard index, as in the object's key
     sender: str = Field(min_length=40, max_length=60)  # ss58 hotkey of the signer
     base_version: int | None = Field(default=None, ge=0)  # model version the payload applies to
@@ -42,7 +43,8 @@ class Header(BaseModel):
 class Expected:
     """What the reader knows before opening an envelope: its key and the bucket's owner.
 
-    `base_version=None` accepts any base model version (for kinds that have none).
+    `base_version=None` accepts any base model version (for kinds that have none);
+    `lane=None` means the kind's default lane (`subnet.storage.keys.DEFAULT_LANES`).
     """
 
     run: str
@@ -51,3 +53,9 @@ class Expected:
     sender: str
     base_version: int | None = None
     version: int = PROTOCOL_VERSION
+    lane: str | None = None
+
+    @property
+    def lane_name(self) -> str:
+        """The lane the object must travel on."""
+        return lane_of(self.kind, self.lane)

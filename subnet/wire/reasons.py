@@ -18,6 +18,7 @@ class Reason(str, Enum):
     WRONG_SENDER = "wrong_sender"  # header names a sender other than the bucket's owner
     WRONG_RUN = "wrong_run"
     WRONG_KIND = "wrong_kind"
+    WRONG_LANE = "wrong_lane"  # sent on another lane of the run plan than the one read
     WRONG_WINDOW = "wrong_window"  # includes envelopes replayed from an earlier window
     WRONG_BASE_VERSION = "wrong_base_version"  # computed against another model version
     SIZE_MISMATCH = "size_mismatch"  # payload length differs from the signed header

@@ -6,8 +6,8 @@ import sys
 
 import torch
 
-from subnet.neuron.entry import run_role
 from subnet.neuron.miner import Miner, Upload
+from subnet.node.entry import run_role
 
 
 class NoiseMiner(Miner):

@@ -22,6 +22,11 @@ ROOT = Path(__file__).resolve().parents[2]
 def other_process():
     """A live python process that is not this one (the 'running stack')."""
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    cmdline = Path(f"/proc/{proc.pid}/cmdline")
+    for _ in range(100):  # until it has exec'd (a loaded machine can take a moment)
+        if not cmdline.exists() or b"time.sleep" in cmdline.read_bytes():
+            break
+        __import__("time").sleep(0.1)
     yield proc
     proc.kill()
     proc.wait()

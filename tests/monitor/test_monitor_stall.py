@@ -50,13 +50,13 @@ def stalled(tmp_path: Path) -> Path:
                            "ddp_bytes": 2_000_000})  # fmt: skip
     weights = [{"t": 50, "event": "weights", "role": "validator", "hotkey": V1, "block": 9,
                 "ok": True, "reason": "included", "weights": {"2": 0.75, "3": 0.25},
-                "by_hotkey": {M1: 0.75, M2: 0.25}, "bytes_up": 300, "bytes_down": 1200}]  # fmt: skip
+                "bytes_up": 300, "bytes_down": 1200}]  # fmt: skip
     write(state, "holder-5Hold", holder + uploads)
     write(state, "validator-5Vone", scores + weights)
     write(state, "miner-5Mone", miners[M1])
     write(state, "miner-5Mtwo", miners[M2])
     (tmp_path / "chain.json").write_text(json.dumps({M1: {"uid": 2, "incentive": 0.7,
-                                                          "dividends": 0.0}}))  # fmt: skip
+                                                          "dividends": 0.0}, M2: {"uid": 3}}))  # fmt: skip
     return tmp_path
 
 

@@ -1,46 +1,44 @@
-"""The one loop: each window handled once at the role's phase, failures contained, resume exact."""
+"""The one loop: each planned step once per window in its phase, gates, failures contained,
+resume exact. Runs on a manual clock, a static roster and a hand-built plan (no chain)."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 import pytest
 import torch
 
-from subnet.clock import WindowClock
+from subnet.clock import ManualClock
 from subnet.compression import state_digest
-from subnet.config import WindowConfig
+from subnet.config import BeamConfig, ProtocolConfig, WindowConfig
+from subnet.errors import NotReady
+from subnet.membership import Member, Roster, StaticMembership
 from subnet.monitor import MetricsSink
+from subnet.neuron import gates
 from subnet.neuron.base import BaseNeuron
+from subnet.neuron.runtime import Runtime
 from subnet.storage.base import StorageError
+from subnet.storage.memory import MemoryStore
+from subnet.topology import RunPlan, SlotPlan, StepPlan
+
+HOTKEY = "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY"
+# blocks=10: phases upload [0, 4), score [4, 6), merge [6, 10)
+WINDOW = WindowConfig(blocks=10, upload_deadline=4, report_deadline=6)
 
 
-@dataclass
-class FakeChain:
-    """Blocks for the loop to follow (a test double for the chain's subscription)."""
+class Signer:
+    ss58_address = HOTKEY
 
-    blocks: list[int]
-    head: int = 0
-
-    def follow_blocks(self, latest_only: bool = False):
-        for b in self.blocks:
-            self.head = b
-            yield b
-
-    def block(self) -> int:
-        return self.head
+    def sign(self, message: bytes) -> bytes:
+        return bytes(64)
 
 
-@dataclass
-class FakeRuntime:
-    chain: FakeChain
-    state_dir: object
-    clock: WindowClock = field(
-        default_factory=lambda: WindowClock(
-            WindowConfig(blocks=10, upload_deadline=4, report_deadline=6)
-        )
-    )
-    metrics: MetricsSink = None
+def plan(*steps: StepPlan) -> RunPlan:
+    slot = SlotPlan("rec", "recorder", (1, None), frozenset(), frozenset(), steps)
+    return RunPlan("@test/loop", "1.0.0", {}, {"rec": slot}, {}, "units", "assigned", {}, {},
+                   {"rule": "never"}, "0" * 16)  # fmt: skip
+
+
+def step(action: str = "work", phase: str = "upload", gates: tuple[str, ...] = ()) -> StepPlan:
+    return StepPlan(action, phase, None, gates, {})
 
 
 class Recorder(BaseNeuron):
@@ -52,20 +50,18 @@ class Recorder(BaseNeuron):
         self.fail_on = fail_on
         self.weights = torch.zeros(4)
 
-    def phase(self):
-        return 2, 5
-
-    def sync(self, window):
-        self.calls.append(("sync", window))
-
-    def step(self, window):
-        if window in self.fail_on:
+    def work(self, step):
+        self.calls.append(("sync", step.window))
+        if step.window in self.fail_on:
             raise StorageError("unavailable", endpoint="http://s3", bucket="b", detail="down")
-        self.weights += window
-        return window
+        self.weights += step.window
+        self.calls.append(("publish", step.window))
+        return step.window
 
-    def publish(self, window, result):
-        self.calls.append(("publish", result))
+    def report(self, step):
+        self.calls.append(("report", step.window))
+
+    actions = {"work": work, "report": report}
 
     def state(self):
         return {"note": "x"}, {"w": self.weights}
@@ -74,10 +70,19 @@ class Recorder(BaseNeuron):
         self.weights = tensors["w"].clone()
 
 
-def make(tmp_path, blocks, **kw) -> Recorder:
-    rt = FakeRuntime(FakeChain(blocks), tmp_path / "state")
-    rt.metrics = MetricsSink(tmp_path / "metrics.jsonl")
-    return Recorder(rt, **kw)
+def runtime(tmp_path, ticks, run_plan: RunPlan | None = None) -> Runtime:
+    cfg = BeamConfig(protocol=ProtocolConfig(window=WINDOW))
+    roster = Roster((Member(HOTKEY, frozenset({"rec"})),))
+    return Runtime(cfg=cfg, role="recorder", signer=Signer(), store=MemoryStore(),
+                   membership=StaticMembership(roster), clock=ManualClock(ticks),
+                   plan=run_plan or plan(step(phase="upload")),
+                   metrics=MetricsSink(tmp_path / "metrics.jsonl"),
+                   state_dir=tmp_path / "state")  # fmt: skip
+
+
+def make(tmp_path, blocks, run_plan: RunPlan | None = None, **kw) -> Recorder:
+    """A recorder whose one step runs in the upload phase (offsets 0..3)."""
+    return Recorder(runtime(tmp_path, blocks, run_plan), **kw)
 
 
 def test_each_window_once_at_its_phase(tmp_path):
@@ -131,13 +136,108 @@ def test_stop_while_idle_interrupts_and_the_loop_does_not_resume_work(tmp_path):
 
 def test_stop_during_a_window_lets_it_finish_and_save(tmp_path):
     neuron = make(tmp_path, list(range(0, 30)))
-    original = neuron.step
+    original = Recorder.work
 
-    def step_then_stop(window):
-        if window == 1:
-            neuron.stop()  # busy: must not raise
-        return original(window)
+    def work_then_stop(self, st):
+        if st.window == 1:
+            self.stop()  # busy: must not raise
+        return original(self, st)
 
-    neuron.step = step_then_stop
+    neuron.actions = {"work": work_then_stop}
     assert neuron.run() == 1 + 1  # windows 0 and 1; the loop ends at the next block
     assert neuron.state_file.load()[0]["last_window"] == 1
+
+
+def test_steps_run_in_order_each_in_its_phase(tmp_path):
+    two = plan(step("work", "upload"), step("report", "merge"))
+    neuron = make(tmp_path, list(range(0, 20)), two)
+    assert neuron.run() == 2
+    assert neuron.calls == [("sync", 0), ("publish", 0), ("report", 0),
+                            ("sync", 1), ("publish", 1), ("report", 1)]  # fmt: skip
+
+
+def test_a_step_whose_phase_passed_is_missed_and_the_next_still_runs(tmp_path):
+    two = plan(step("work", "upload"), step("report", "merge"))
+    neuron = make(tmp_path, [7, 8, 12], two)  # window 0 joined in its merge phase
+    assert neuron.run() == 1  # window 0 (its report ran); window 1 is still in progress
+    assert neuron.calls == [("report", 0), ("sync", 1), ("publish", 1)]
+
+
+def test_membership_is_refreshed_once_per_window_at_an_idle_tick(tmp_path):
+    neuron = make(tmp_path, list(range(0, 30)))
+    at = []
+    original = neuron.rt.membership.refresh
+    neuron.rt.membership.refresh = lambda: at.append(neuron.rt.clock.now()) or original()
+    neuron.run()
+    assert at == [1, 11, 21]  # right after the step (due at offset 0), never in front of it
+
+
+def test_a_stale_roster_is_refreshed_before_the_step(tmp_path):
+    neuron = make(tmp_path, [0, 30])  # window 1 never seen: the roster is two windows old
+    at = []
+    original = neuron.rt.membership.refresh
+    neuron.rt.membership.refresh = lambda: at.append(neuron.rt.clock.now()) or original()
+    neuron.run()
+    assert at == [30]
+
+
+def test_a_gate_holds_a_step_until_it_passes(tmp_path, monkeypatch):
+    opened = {"at": 2}
+    monkeypatch.setitem(gates.GATES, "flag", gates.Gate(
+        "flag", lambda n, s: n.rt.clock.now() % 10 >= opened["at"], None, "test flag"))  # fmt: skip
+    neuron = make(tmp_path, list(range(0, 10)), plan(step(gates=("flag",))))
+    seen = []
+    original = neuron.handle
+    neuron.handle = lambda st: seen.append(st.offset) or original(st)
+    assert neuron.run() == 1
+    assert seen == [2]  # not at offsets 0 and 1
+
+
+def test_a_gate_that_never_passes_lapses_at_the_phase_end(tmp_path, monkeypatch):
+    monkeypatch.setitem(gates.GATES, "never", gates.Gate("never", lambda n, s: False))
+    neuron = make(tmp_path, list(range(0, 10)), plan(step(gates=("never",))))
+    offsets = []
+    original = neuron.handle
+    neuron.handle = lambda st: offsets.append(st.offset) or original(st)
+    assert neuron.run() == 1
+    assert offsets == [3]  # the upload phase's last offset
+
+
+def test_version_out_lapses_after_a_quarter_of_the_upload_phase(tmp_path):
+    class Behind:
+        def latest_window(self):
+            return -5  # the holder never published the previous merge
+
+    lapse = gates.GATES["version_out"].lapse(WindowConfig(blocks=30, upload_deadline=18,
+                                                          report_deadline=24))  # fmt: skip
+    assert lapse == 4
+    neuron = make(tmp_path, [])
+    neuron.replica = Behind()
+    from subnet.neuron.steps import Step
+
+    assert not gates.version_out(neuron, Step(step(), 3, 0))
+
+
+def test_setup_that_is_not_ready_is_retried_at_later_ticks(tmp_path, monkeypatch):
+    monkeypatch.setattr("subnet.neuron.base.SETUP_RETRY_S", 0.0)
+    neuron = make(tmp_path, list(range(0, 20)))
+    tries = []
+
+    def setup():
+        tries.append(neuron.rt.clock.now())
+        if len(tries) < 3:
+            raise NotReady("dataset not published yet")
+
+    neuron.setup = setup
+    assert neuron.run() == 2
+    assert tries[:3] == [0, 0, 1]  # once before the loop, then at each tick until ready
+    # membership re-read after each miss (a new commitment may be what was missing), then per window
+    assert neuron.rt.membership.refreshes == 2 + 2
+
+
+def test_the_loop_stops_when_the_plans_stop_rule_is_met(tmp_path):
+    rounds = plan(step())
+    rounds = RunPlan(**{**rounds.__dict__, "stop": {"rule": "rounds", "rounds": 2}})
+    neuron = make(tmp_path, list(range(0, 50)), rounds)
+    assert neuron.run() == 2
+    assert neuron.last_window == 1

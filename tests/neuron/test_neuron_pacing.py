@@ -103,6 +103,27 @@ def test_a_stale_fast_estimate_still_stops_in_time():
     assert out.stopped == "deadline" and spent <= 6.0 and out.result.steps >= 5
 
 
+def test_no_deadline_trains_everything_in_one_call():
+    out, fake, _ = paced(step_s=0.1, budget=math.inf)
+    assert out.result.steps == 20 and out.stopped == "" and fake.chunks == [20]
+
+
+def test_a_manual_clock_has_no_deadline_in_seconds():
+    from types import SimpleNamespace
+
+    from subnet.clock import ManualClock, WindowClock
+    from subnet.config import ProtocolConfig
+    from subnet.neuron.pacer import Pacer
+
+    protocol = ProtocolConfig()
+    rt = SimpleNamespace(cfg=SimpleNamespace(protocol=protocol), metrics=Recorder(),
+                         clock=ManualClock(start=5), windows=WindowClock(protocol.window))  # fmt: skip
+    pacer = Pacer(rt)
+    assert not pacer.active and pacer.seconds_to_deadline(0) == math.inf
+    pacer.uploaded(0)
+    assert rt.metrics.records == []
+
+
 def test_train_paced_stops_when_the_data_runs_out():
     out, _, _ = paced(step_s=0.01, budget=100.0, batches=7)
     assert out.stopped == "data" and out.result.steps == 7
@@ -136,9 +157,8 @@ def bare_pacer(head: int, step_s: float | None):
     protocol = ProtocolConfig(window={"blocks": 20, "upload_deadline": 10, "report_deadline": 14},
                               inner={"steps": 20, "min_steps": 10})  # fmt: skip
     rt = SimpleNamespace(cfg=SimpleNamespace(protocol=protocol), metrics=Recorder(),
-                         clock=WindowClock(protocol.window),
-                         chain=SimpleNamespace(block=lambda: head,
-                                               subtensor=SimpleNamespace(block_time=lambda: 1.0)))  # fmt: skip
+                         clock=SimpleNamespace(now=lambda: head, seconds=1.0),
+                         windows=WindowClock(protocol.window))  # fmt: skip
     pacer = Pacer(rt)
     pacer.pace = Pace(step_s=step_s, tail_s=0.5)
     return pacer
@@ -156,7 +176,7 @@ def test_miner_skips_a_window_it_cannot_finish_and_says_why():
         pacer.train(5, replica, iter([]), None)
     event, fields = pacer.rt.metrics.records[-1]
     assert event == "window_skipped" and fields["reason"] == "too_slow"
-    assert fields["step_seconds"] == 1.0 and fields["seconds_left"] <= 1.0
+    assert fields["step_seconds"] == 1.0 and fields["seconds_left"] <= 1.1
     assert "s left before the upload deadline" in fields["detail"]
 
 

@@ -39,7 +39,8 @@ class Readers:
 def world():
     protocol = ProtocolConfig(holder_hotkey="x",
                               inner={"steps": 4, "micro_batch": 2, "min_steps": 2})  # fmt: skip
-    rt = SimpleNamespace(cfg=BeamConfig(protocol=protocol), readers=Readers(), max_bytes=1 << 24)
+    rt = SimpleNamespace(cfg=BeamConfig(protocol=protocol), readers=Readers(), max_bytes=1 << 24,
+                         plan=SimpleNamespace(digest="ab" * 8))  # fmt: skip
     params = snapshot(build_model("tiny", seed=0))
     return (
         rt,
@@ -54,7 +55,7 @@ def send(world, name, receipt_ids, samples=None):
     signer = Keypair.create_from_uri(f"//{name}")
     store = MemoryStore(name)
     meta = {"receipt": sample_receipt(receipt_ids), "tokens": "128",
-            "config_hash": rt.cfg.protocol.config_hash()}  # fmt: skip
+            "plan": rt.plan.digest}  # fmt: skip
     if samples is not None:
         meta["samples"] = str(samples)
     publish_envelope(store, signer=signer, run=rt.cfg.protocol.run, kind=ObjectKind.GRADIENT,

@@ -46,7 +46,8 @@ class Readers:
 @pytest.fixture
 def world():
     protocol = ProtocolConfig(holder_hotkey="x")
-    rt = SimpleNamespace(cfg=BeamConfig(protocol=protocol), readers=Readers(), max_bytes=1 << 24)
+    rt = SimpleNamespace(cfg=BeamConfig(protocol=protocol), readers=Readers(), max_bytes=1 << 24,
+                         plan=SimpleNamespace(digest="ab" * 8))  # fmt: skip
     params = snapshot(build_model("tiny", seed=0))
     shapes = {k: tuple(v.shape) for k, v in params.items()}
     compressor = build_compressor(CompressionConfig())
@@ -58,7 +59,7 @@ def upload(rt, name, compressor, params, **meta_overrides):
     store = MemoryStore(name)
     payload = compressor.encode({k: v * 0.01 for k, v in params.items()})
     metadata = {"receipt": sample_receipt(assigned(signer.ss58_address)), "tokens": "1024",
-                "config_hash": rt.cfg.protocol.config_hash(), **meta_overrides}  # fmt: skip
+                "plan": rt.plan.digest, **meta_overrides}  # fmt: skip
     publish_envelope(store, signer=signer, run=rt.cfg.protocol.run, kind=ObjectKind.GRADIENT,
                      window=WINDOW, tensors=payload, base_version=VERSION, metadata=metadata)  # fmt: skip
     rt.readers.stores[signer.ss58_address] = store
@@ -69,7 +70,7 @@ def test_each_bad_upload_is_refused_with_its_reason(world):
     rt, shapes, compressor, params = world
     honest = upload(rt, "honest", compressor, params)
     receipt = upload(rt, "lazy", compressor, params, receipt="0" * 64)
-    config = upload(rt, "other", compressor, params, config_hash="0" * 16)
+    config = upload(rt, "other", compressor, params, plan="0" * 16)
     tokens = upload(rt, "liar", compressor, params, tokens="1e99")
     hostile = Keypair.create_from_uri("//hostile").ss58_address
     rt.readers.stores[hostile] = Exploding()
@@ -84,7 +85,7 @@ def test_each_bad_upload_is_refused_with_its_reason(world):
     assert set(got.accepted) == {honest}
     assert got.accepted[honest].tokens == 1024
     assert set(got.accepted[honest].delta) == set(shapes)
-    assert got.rejected == {receipt: "bad_receipt", config: "wrong_config", tokens: "bad_metadata",
+    assert got.rejected == {receipt: "bad_receipt", config: "wrong_plan", tokens: "bad_metadata",
                             hostile: "unreadable", nobucket: "no_bucket"}  # fmt: skip
     assert got.missing == {absent}
 
@@ -109,3 +110,22 @@ def test_a_score_report_parses():
     from subnet.neuron.holder import parse_report
 
     assert parse_report('{"a": 0.5, "b": 0}') == {"a": 0.5, "b": 0.0}
+
+
+def test_an_upload_on_another_lane_is_not_read_as_this_lanes(world):
+    rt, shapes, compressor, params = world
+    signer = Keypair.create_from_uri("//elsewhere")
+    store = MemoryStore("elsewhere")
+    metadata = {"receipt": sample_receipt(assigned(signer.ss58_address)), "tokens": "1",
+                "plan": rt.plan.digest}  # fmt: skip
+    publish_envelope(store, signer=signer, run=rt.cfg.protocol.run, kind=ObjectKind.GRADIENT,
+                     window=WINDOW, tensors=compressor.encode(params), base_version=VERSION,
+                     metadata=metadata, lane="grads-b")  # fmt: skip
+    rt.readers.stores[signer.ss58_address] = store
+    kw = {"base_version": VERSION, "compressor": compressor, "shapes": shapes,
+          "assigned": assigned}  # fmt: skip
+    assert collect_uploads(rt, WINDOW, [signer.ss58_address], lane="grads", **kw).missing == {
+        signer.ss58_address
+    }
+    got = collect_uploads(rt, WINDOW, [signer.ss58_address], lane="grads-b", **kw)
+    assert set(got.accepted) == {signer.ss58_address}

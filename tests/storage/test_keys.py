@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from subnet.storage.keys import (
+    DEFAULT_LANES,
     PROTOCOL_VERSION,
     KeyParts,
     ObjectKind,
@@ -22,7 +23,7 @@ BOB = "5FHneW46xGXgs5mUiveU4sbTyGBzmstUspZC92UhjJM694ty"
 
 def test_layout() -> None:
     key = object_key("run-1", ObjectKind.GRADIENT, 42, ALICE)
-    assert key == f"beam/v{PROTOCOL_VERSION}/run-1/gradient/000000000042/{ALICE}"
+    assert key == f"beam/v{PROTOCOL_VERSION}/run-1/grads/gradient/000000000042/{ALICE}"
     assert key.startswith(window_prefix("run-1", ObjectKind.GRADIENT, 42))
     assert key.startswith(kind_prefix("run-1", ObjectKind.GRADIENT))
 
@@ -30,8 +31,17 @@ def test_layout() -> None:
 @pytest.mark.parametrize("kind", list(ObjectKind))
 def test_parse_inverts_every_kind(kind: ObjectKind) -> None:
     key = object_key("r", kind, 7, BOB, version=3)
-    assert parse_key(key) == KeyParts(3, "r", kind, 7, BOB)
-    assert parse_key(latest_key("r", kind, BOB)) == KeyParts(PROTOCOL_VERSION, "r", kind, None, BOB)
+    lane = DEFAULT_LANES[kind]
+    assert parse_key(key) == KeyParts(3, "r", kind, 7, BOB, lane)
+    latest = KeyParts(PROTOCOL_VERSION, "r", kind, None, BOB, lane)
+    assert parse_key(latest_key("r", kind, BOB)) == latest
+
+
+def test_two_lanes_of_one_kind_never_collide() -> None:
+    a = object_key("r", ObjectKind.GRADIENT, 3, ALICE, lane="grads")
+    b = object_key("r", ObjectKind.GRADIENT, 3, ALICE, lane="grads-b")
+    assert a != b and not b.startswith(window_prefix("r", ObjectKind.GRADIENT, 3))
+    assert parse_key(b).lane == "grads-b"
 
 
 def test_key_order_is_window_order() -> None:
@@ -54,7 +64,10 @@ def test_versions_never_see_each_other() -> None:
         lambda: object_key("r", ObjectKind.GRADIENT, -1, ALICE),
         lambda: object_key("r", ObjectKind.GRADIENT, 1, "../../etc"),
         lambda: object_key("r", "no-such-kind", 1, ALICE),  # type: ignore[arg-type]
-        lambda: parse_key("beam/v1/r/gradient/42/" + ALICE),
+        lambda: object_key("r", ObjectKind.GRADIENT, 1, ALICE, lane="Bad/Lane"),
+        lambda: parse_key("beam/v1/r/grads/gradient/42/" + ALICE),
+        lambda: parse_key("beam/v1/r/gradient/000000000042/" + ALICE),  # the v1 layout
+        lambda: parse_key("beam/v2/r/No_Lane/gradient/000000000042/" + ALICE),
         lambda: parse_key("beam/v1/r/gradient/000000000042/" + ALICE + "/extra"),
         lambda: parse_key("other/v1/r/gradient/000000000042/" + ALICE),
     ],

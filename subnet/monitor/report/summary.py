@@ -219,10 +219,14 @@ def _verdicts(run: Run, hotkey: str) -> tuple[Counter, str | None]:
 
 def _latest_weights(run: Run) -> dict[str, float]:
     """Each miner's weight, averaged over the validators' latest successful weight setting."""
+    # Chain weights are keyed by uid: chain.json (the demo writes it) names their hotkeys.
+    by_uid = {str(int(c["uid"])): hk for hk, c in run.chain.items() if "uid" in c}
     latest: dict[str, dict[str, float]] = {}
     for w in run.weights:
-        if w.ok and w.by_hotkey:
-            latest[w.hotkey] = w.by_hotkey
+        if not w.ok:
+            continue
+        named = w.by_hotkey or {by_uid.get(k, k): v for k, v in w.weights.items()}
+        latest[w.hotkey] = {k: v for k, v in named.items() if k in run.participants}
     if not latest:
         return {}
     miners = {hk for weights in latest.values() for hk in weights}

@@ -1,4 +1,4 @@
-"""The shared ``main`` of the three entry points in ``neurons/``."""
+"""The shared ``main`` of the three entry points in ``neurons/`` (subnet mode)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from loguru import logger
 
 from ..cli import parse_config, run_guarded
 from ..logs import setup_logging
+from ..neuron.base import BaseNeuron
 from ..preflight import preflight
-from .base import BaseNeuron
-from .runtime import build_runtime
+from .build import build_runtime
 
 
 def run_role(role: type[BaseNeuron], description: str, argv: list[str] | None = None) -> int:

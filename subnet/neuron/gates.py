@@ -1,0 +1,61 @@
+"""Gates: conditions a step waits for, checked by the loop at every tick of the step's phase.
+
+A gate replaces a wait loop that used to hide inside a step: the loop asks ``ready`` once per
+tick, and runs the step when every gate passes. A gate that has not passed by its lapse offset
+(by default the last offset of the step's phase) lets the step run anyway, logged, so one slow
+peer costs freshness, never the window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import WindowConfig
+from ..storage.base import ObjectNotFound
+from ..storage.keys import ObjectKind, object_key
+from .steps import Step
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A named condition; ``lapse(window cfg)``: the offset from which the step runs without it."""
+
+    name: str
+    ready: Callable[[Any, Step], bool]  # (role, step) -> passed?
+    lapse: Callable[[WindowConfig], int] | None = None  # None: the phase's last offset
+    doc: str = ""
+
+
+def version_out(neuron: Any, step: Step) -> bool:
+    """The merge of the previous window is published (the model this window starts from)."""
+    return neuron.replica.latest_window() >= step.window - 1
+
+
+def all_uploads(neuron: Any, step: Step) -> bool:
+    """Every member of every writer slot of the lanes the step reads has its object there."""
+    rt = neuron.rt
+    for name in step.plan.reads:
+        lane = rt.plan.lanes[name]
+        if lane.kind != ObjectKind.GRADIENT.value:
+            continue
+        for hotkey in rt.writers(name):
+            reader = rt.readers.get(hotkey)
+            key = object_key(rt.cfg.protocol.run, ObjectKind(lane.kind), step.window, hotkey,
+                             lane=name)  # fmt: skip
+            try:
+                if reader is None or reader.head(key) is None:
+                    return False
+            except ObjectNotFound:
+                return False
+    return True
+
+
+# Normally the previous merge is out already; a slow holder gets a quarter of the upload phase.
+GATES: Mapping[str, Gate] = {
+    "version_out": Gate("version_out", version_out, lambda w: max(1, w.upload_deadline // 4),
+                        "version w-1 is out"),
+    "all_uploads": Gate("all_uploads", all_uploads, None,
+                        "all expected uploads of the lanes read are present"),
+}  # fmt: skip

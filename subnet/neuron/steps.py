@@ -1,0 +1,45 @@
+"""Steps: the named actions a role runs each window, as the run plan lists them.
+
+A role class registers its actions in a plain dict (``Miner.actions = {"train": Miner.train}``);
+the plan's ``StepPlan.action`` names one of them, its ``phase`` says when in the window it may
+run, its ``gates`` what must be true first, its ``lane`` where the result goes. An action takes
+the role and a :class:`Step` and returns a typed result (a dataclass of the role's module).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..topology import StepPlan
+
+# role instance, step -> typed result (Upload, ScoreReport, MergeResult ...)
+Action = Callable[[Any, "Step"], object]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One planned step, due now: the plan's entry, the window it runs for, the current offset."""
+
+    plan: StepPlan
+    window: int
+    offset: int
+
+    @property
+    def action(self) -> str:
+        """The action's registry name."""
+        return self.plan.action
+
+    @property
+    def lane(self) -> str | None:
+        """The lane the step writes, if any."""
+        return self.plan.lane
+
+    @property
+    def params(self) -> Mapping[str, Any]:
+        """The step's parameters (template values substituted)."""
+        return self.plan.params
+
+    def __str__(self) -> str:
+        return f"{self.plan.action}@{self.window}"

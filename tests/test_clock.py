@@ -1,0 +1,82 @@
+"""The Clock seam: manual and time clocks tick as documented; windows are arithmetic over ticks."""
+
+from __future__ import annotations
+
+import pytest
+
+from subnet.clock import BlockClock, ManualClock, TimeClock, WindowClock
+from subnet.config import WindowConfig
+
+
+def test_window_phases_split_the_window_in_order():
+    clock = WindowClock(WindowConfig(start_block=5, blocks=30, upload_deadline=18,
+                                     report_deadline=24))  # fmt: skip
+    assert [clock.phase(p) for p in ("upload", "score", "merge")] == [(0, 17), (18, 23), (24, 29)]
+    assert (clock.window(4), clock.window(5), clock.window(35), clock.offset(36)) == (-1, 0, 1, 1)
+    assert clock.start(2) == 65
+    with pytest.raises(ValueError, match="unknown phase"):
+        clock.phase("train")
+
+
+def test_manual_clock_hands_out_its_ticks_and_now_follows():
+    clock = ManualClock([3, 3, 4])
+    seen = [(tick, clock.now()) for tick in clock.ticks()]
+    assert seen == [(3, 3), (3, 3), (4, 4)]
+    clock.advance(9)
+    assert clock.now() == 9
+
+
+class FakeTime:
+    """A time source that sleeping advances (no real waiting)."""
+
+    def __init__(self, t: float) -> None:
+        self.t = t
+        self.slept: list[float] = []
+
+    def time(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(round(seconds, 6))
+        self.t += seconds
+
+
+def test_time_clock_ticks_on_boundaries_since_its_origin():
+    fake = FakeTime(1000.5)
+    clock = TimeClock(2.0, origin=1000.0, time_fn=fake.time, sleep=fake.sleep)
+    assert clock.now() == 0
+    ticks = clock.ticks()
+    assert [next(ticks) for _ in range(3)] == [1, 2, 3]
+    assert fake.slept == [1.5, 2.0, 2.0]  # to each boundary, never past it
+
+
+def test_time_clock_skips_to_the_newest_tick_after_a_long_step():
+    fake = FakeTime(0.0)
+    clock = TimeClock(1.0, time_fn=fake.time, sleep=fake.sleep)
+    ticks = clock.ticks()
+    assert next(ticks) == 1
+    fake.t += 10  # the consumer worked for 10 ticks: now at 11.0
+    assert next(ticks) == 11  # the head, not 2, 3, ... 11 one by one
+    assert fake.slept[-1] == 0.0
+
+
+def test_time_clock_refuses_a_tick_of_no_length():
+    with pytest.raises(ValueError):
+        TimeClock(0)
+
+
+def test_block_clock_follows_the_head_only():
+    class Chain:
+        def __init__(self):
+            self.calls = []
+
+        def block(self):
+            return 41
+
+        def follow_blocks(self, *, latest_only=False):
+            self.calls.append(latest_only)
+            yield from (42, 45)
+
+    chain = Chain()
+    clock = BlockClock(chain)
+    assert clock.now() == 41 and list(clock.ticks()) == [42, 45] and chain.calls == [True]

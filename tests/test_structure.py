@@ -1,0 +1,156 @@
+"""The shape of the code, checked: topologies are data, the compiler is pure, there is one loop,
+roles never branch on a topology, and the neuron layer knows nothing about a chain."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from subnet.neuron.runtime import Runtime
+from subnet.topology import builtin_specs
+
+ROOT = Path(__file__).resolve().parents[1]
+SUBNET = ROOT / "subnet"
+DATA_SUFFIXES = {".toml", ".md"}
+
+
+def python_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module ``path`` imports, relative imports resolved to absolute names."""
+    tree = ast.parse(path.read_text())
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            names.add(module)
+            names.update(f"{module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def imports_any(path: Path, prefixes: tuple[str, ...]) -> list[str]:
+    return sorted(
+        m for m in imported_modules(path) if any(m == p or m.startswith(p + ".") for p in prefixes)
+    )
+
+
+def test_topologies_folder_holds_only_data_files():
+    files = [p for p in (ROOT / "topologies").rglob("*") if p.is_file()]
+    assert files, "no topology specs found"
+    code = [str(p.relative_to(ROOT)) for p in files if p.suffix not in DATA_SUFFIXES]
+    assert not code, f"topologies/ must hold data only, found {code}"
+
+
+@pytest.mark.parametrize("path", python_files(SUBNET / "topology"), ids=lambda p: p.name)
+def test_the_topology_compiler_imports_no_torch_training_neuron_or_chain(path):
+    banned = ("torch", "bittensor", "subnet.training", "subnet.neuron", "subnet.chain",
+              "subnet.model", "subnet.node")  # fmt: skip
+    assert not imports_any(path, banned)
+
+
+def test_importing_the_compiler_loads_neither_torch_nor_bittensor():
+    code = ("import sys, subnet.topology; "
+            "print(sorted(m for m in ('torch', 'bittensor') if m in sys.modules))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         check=True)  # fmt: skip
+    assert out.stdout.strip() == "[]"
+
+
+def _tick_loops(path: Path) -> list[int]:
+    """Line numbers of ``for ... in <x>.ticks()`` / ``<x>.follow_blocks(...)`` loops."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.For, ast.AsyncFor)) and isinstance(node.iter, ast.Call):
+            func = node.iter.func
+            if isinstance(func, ast.Attribute) and func.attr in ("ticks", "follow_blocks"):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_exactly_one_loop_over_clock_ticks_in_subnet():
+    loops = {
+        str(p.relative_to(ROOT)): lines for p in python_files(SUBNET) if (lines := _tick_loops(p))
+    }
+    assert list(loops) == ["subnet/neuron/base.py"] and len(loops["subnet/neuron/base.py"]) == 1, (
+        loops
+    )
+
+
+def test_roles_own_no_loop_that_waits():
+    """No ``while True`` and no sleep in the neuron layer: waiting is the loop's and a gate's job."""
+    for path in python_files(SUBNET / "neuron"):
+        tree = ast.parse(path.read_text())
+        forever = [n.lineno for n in ast.walk(tree)
+                   if isinstance(n, ast.While) and isinstance(n.test, ast.Constant)]  # fmt: skip
+        assert not forever, f"{path.name}: while True at lines {forever}"
+        sleeps = [n.lineno for n in ast.walk(tree)
+                  if isinstance(n, ast.Attribute) and n.attr == "sleep"]  # fmt: skip
+        assert not sleeps, f"{path.name}: sleeps at lines {sleeps}"
+
+
+def _string_constants(path: Path) -> list[str]:
+    """String literals of ``path`` that are not docstrings."""
+    tree = ast.parse(path.read_text())
+    docstrings = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                docstrings.add(id(body[0].value))
+    return [
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings
+    ]
+
+
+def test_no_topology_name_in_code_outside_the_spec_loader():
+    names = {spec.name for spec in builtin_specs()}
+    assert names
+    found = {
+        str(p.relative_to(ROOT)): hits
+        for p in python_files(SUBNET)
+        if "topology" not in p.relative_to(SUBNET).parts
+        and (hits := sorted({n for s in _string_constants(p) for n in names if n in s}))
+    }
+    assert not found, f"topology names in code (roles must not branch on them): {found}"
+
+
+@pytest.mark.parametrize("path", python_files(SUBNET / "neuron"), ids=lambda p: p.name)
+def test_the_neuron_layer_imports_neither_bittensor_nor_the_chain(path):
+    assert not imports_any(path, ("bittensor", "subnet.chain", "subnet.node"))
+
+
+def test_runtime_has_no_chain():
+    fields = {f.name for f in dataclasses.fields(Runtime)}
+    assert "chain" not in fields and not hasattr(Runtime, "chain")
+    assert {"clock", "membership", "weights", "plan"} <= fields
+
+
+def test_no_role_reads_chain_fields_or_the_holder_hotkey():
+    """Who is a miner, a scorer or the holder is the roster's answer, derived in one place."""
+    fields = {"validator_permit", "holder_hotkey", "tempo", "uid", "metagraph", "neurons"}
+    for path in python_files(SUBNET / "neuron"):
+        tree = ast.parse(path.read_text())
+        read = sorted({n.attr for n in ast.walk(tree)
+                       if isinstance(n, ast.Attribute) and n.attr in fields})  # fmt: skip
+        assert not read, f"{path.name} reads {read}"
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "neurons").glob("*.py")), ids=lambda p: p.name)
+def test_entry_points_stay_tiny(path):
+    assert len(path.read_text().splitlines()) <= 80
