@@ -160,11 +160,12 @@ class ChainClient:
         a signal that stops the neuron can then interrupt a plain sleep instead of an async
         generator mid-flight.
         """
-        poll, last = self.poll_interval(), self.block()
-        failures = 0
+        poll, last, failures = 0.25, None, 0
         while True:
-            time.sleep(poll)
             try:
+                if last is None:  # also retried: the chain may be down when the loop starts
+                    poll, last = self.poll_interval(), self.block()
+                time.sleep(poll)
                 head = self.block()
             except (bt.BittensorError, OSError) as error:  # a dropped connection: back off, retry
                 failures += 1

@@ -3,6 +3,12 @@
 Passwords come from ``BT_WALLET_PASSWORD`` or from the file named by
 ``BT_WALLET_PASSWORD_FILE``; never from a flag. A locked key with no password and no terminal
 to ask on is a clear error instead of a process blocked on stdin forever.
+
+Keys are unlocked once, at load. The SDK's signing path (``bittensor.wallets.signing_keypair``)
+calls ``wallet.get_hotkey()`` with no password for every hotkey extrinsic, which re-reads the
+encrypted keyfile and prompts (it knows only its own per-keyfile ``BT_PW_...`` variable): with no
+terminal that is an ``EOFError`` at the first ``set_weights``. The wallet returned here keeps the
+unlocked keypairs, so later calls without a password get them instead of a prompt.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import sys
 from pathlib import Path
 
 import bittensor as bt
-from bittensor.sp_core import KeyfileError
+from bittensor.sp_core import KeyfileError, Keypair
 
 from ..config import WalletConfig
 from .errors import WalletError
@@ -34,9 +40,26 @@ def wallet_password() -> str | None:
     return None
 
 
+class UnlockedWallet(bt.Wallet):
+    """A ``bt.Wallet`` whose keys, once unlocked, stay unlocked for password-less calls."""
+
+    def get_hotkey(self, password: str | None = None) -> Keypair:
+        """The unlocked hotkey; reads (and decrypts, seconds of key derivation) the keyfile
+        only the first time, whatever password later callers pass."""
+        if self._hotkey is not None:
+            return self._hotkey
+        return super().get_hotkey(password)
+
+    def get_coldkey(self, password: str | None = None) -> Keypair:
+        """The unlocked coldkey; reads (and decrypts) the keyfile only the first time."""
+        if self._coldkey is not None:
+            return self._coldkey
+        return super().get_coldkey(password)
+
+
 def load_wallet(cfg: WalletConfig, *, coldkey: bool = False) -> bt.Wallet:
     """Open a wallet and unlock its hotkey (and its coldkey when ``coldkey``)."""
-    wallet = bt.Wallet(cfg.name, cfg.hotkey, path=str(Path(cfg.path).expanduser()))
+    wallet = UnlockedWallet(cfg.name, cfg.hotkey, path=str(Path(cfg.path).expanduser()))
     hotkey_file = wallet.hotkey_file
     if not hotkey_file.exists_on_device():
         raise WalletError(

@@ -17,16 +17,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Any, ClassVar
 
 import torch
 from loguru import logger
-from pydantic import Field, TypeAdapter
 
 from ..compression import build_compressor
 from ..config import ConfigError
 from ..data import MANIFEST_KEY, TokenDataset
 from ..model import build_model, evaluate_loss
+from ..scoring.report import nobody_scored, parse_report
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind, dataset_prefix
 from ..training import aggregate, build_outer_optimizer, load_parameters, snapshot
@@ -39,13 +39,6 @@ from .runtime import Runtime
 from .state import prefixed, unprefixed
 from .steps import Action, Step
 from .uploads import collect_uploads, log_uploads
-
-_REPORT = TypeAdapter(dict[str, Annotated[float, Field(allow_inf_nan=False)]])
-
-
-def parse_report(text: str) -> dict[str, float]:
-    """A validator's scores (miner hotkey -> finite score); ValueError for anything else."""
-    return _REPORT.validate_json(text)  # pydantic's ValidationError is a ValueError
 
 
 def publish_dataset(rt: Runtime) -> None:
@@ -142,7 +135,8 @@ class ModelHolder(BaseNeuron):
     def resume(self) -> None:
         """Continue from local state, or from what the bucket says was published last."""
         super().resume()
-        published = self.publisher.resume()
+        own = None if self.unpublished is not None or self.version is None else self.version
+        published = self.publisher.resume(None if own is None else (own, snapshot(self.model)))
         if published is None:  # a new run: the seeded initial model is version 0
             manifest = self.publisher.publish(snapshot(self.model), window=-1)
             self.version = manifest.version
@@ -157,9 +151,12 @@ class ModelHolder(BaseNeuron):
 
     def step(self, window: int) -> MergeResult:
         """Merge ``window``'s uploads into the model (publication is :meth:`publish`)."""
-        # A merge whose publication failed goes out first, byte for byte the same state, so the
-        # version's write-once objects never conflict with a different merge.
+        # A merge whose publication failed (or was cut by a crash) goes out first, byte for byte
+        # the same state; a window already merged is never merged again.
+        pending = self.unpublished
         self._publish_pending(None)
+        if pending is not None and pending >= window:
+            return MergeResult(window, False)
         started = time.perf_counter()
         p = self.rt.cfg.protocol
         trusted = self.trusted()
@@ -175,6 +172,13 @@ class ModelHolder(BaseNeuron):
         # assignment, or the prefix a partial upload names), never a number the miner claims.
         units = {hk: got.accepted[hk].samples or samples_per_window(self.rt) for hk in got.accepted}
         weights = MERGE_WEIGHTS[self.rt.plan.merge_weights](reports, trusted, units)
+        if nobody_scored(reports, trusted - {self.rt.hotkey}, set(got.accepted)):
+            # Scorers exist but none scored an upload (down, stalled, or their reports were
+            # refused): weighting by units now would give any noise miner full weight.
+            logger.warning("window {}: no usable score for any of {} uploads; not merging",
+                           window, len(got.accepted))  # fmt: skip
+            log_uploads(self.rt.metrics, window, got, {}, len(reports), empty="no usable score")
+            return MergeResult(window, False)
         chosen = [hk for hk in sorted(got.accepted) if weights.get(hk, 0.0) > 0]
         log_uploads(self.rt.metrics, window, got, weights, len(reports))
         if not chosen:
@@ -185,6 +189,7 @@ class ModelHolder(BaseNeuron):
         self.outer.step(params, delta)
         load_parameters(self.model, params)
         self.unpublished = window
+        self.save()  # a crash while publishing resumes with this exact merge (and momentum)
         # Bytes and DDP bytes over the same uploads as the merge (the contributors): what DDP
         # would have sent for the same work is an fp32 gradient of the whole model per step
         # each contributor trained.

@@ -173,13 +173,17 @@ def support(delta: Mapping[str, torch.Tensor]) -> frozenset[int]:
 
 
 def log_uploads(metrics, window: int, got: WindowUploads, weights: Mapping[str, float],
-                reports: int) -> None:  # fmt: skip
-    """One ``uploads`` metrics record: every sender's outcome this window, and why it is empty."""
+                reports: int, empty: str | None = None) -> None:  # fmt: skip
+    """One ``uploads`` metrics record: every sender's outcome this window, and why it is empty
+    (``empty`` overrides the reason the weights give)."""
     verdicts = {hk: "accepted" for hk in got.accepted}
     verdicts |= {hk: "missing" for hk in got.missing} | {hk: "stale" for hk in got.stale}
     verdicts |= {hk: f"rejected:{why}" for hk, why in got.rejected.items()}
     merged = sorted(hk for hk in got.accepted if weights.get(hk, 0.0) > 0)
-    empty = "" if merged else ("no uploads" if not got.accepted else "no positive score")
+    if empty is None:
+        empty = "" if merged else ("no uploads" if not got.accepted else "no positive score")
+    else:
+        merged = []
     metrics.log("uploads", window=window, verdicts=dict(sorted(verdicts.items())),
                 merged=merged, reports=reports, empty=empty,
                 samples={hk: u.samples for hk, u in got.accepted.items()})  # fmt: skip

@@ -11,7 +11,6 @@ scores are offered to the runtime's weight sink (on a chain: weights every tempo
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -29,6 +28,7 @@ from ..scoring import (
     score_window,
     update_moving,
 )
+from ..scoring.report import encode_report
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind, object_key
 from ..training import load_parameters
@@ -214,7 +214,7 @@ class Validator(BaseNeuron):
             self.rt.store, signer=self.rt.signer, run=self.rt.cfg.protocol.run,
             kind=ObjectKind.SCORES, window=window, tensors={"scores": tensor},
             base_version=self.replica.version, lane=lane,
-            metadata={"scores": json.dumps(scores), "plan": self.rt.plan.digest},
+            metadata={"scores": encode_report(scores), "plan": self.rt.plan.digest},
         )  # fmt: skip
         self.offer_weights(window)
 

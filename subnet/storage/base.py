@@ -19,6 +19,8 @@ StorageReason = Literal[
     "access_denied",  # wrong or missing credentials, or not allowed by policy
     "unreachable",  # the endpoint did not answer (DNS, refused, timeouts), retries exhausted
     "unavailable",  # the endpoint answered with server errors, retries exhausted
+    "too_slow",  # the call ran past its deadline (a stalled or drip-feeding endpoint)
+    "bad_response",  # the answer is not valid S3 (missing headers, redirect loop, garbage)
     "invalid_request",  # the store refused the request as malformed (a bug on our side)
     "credentials",  # credentials could not be loaded from their configured source
 ]

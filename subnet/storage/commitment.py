@@ -22,12 +22,15 @@ MAX_FIELD_BYTES = 128
 MAX_COMMITMENT_BYTES = MAX_FIELDS * MAX_FIELD_BYTES
 
 _R2_HOST = ".r2.cloudflarestorage.com"
-_URL = re.compile(r"^https?://(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(:\d{1,5})?(/[A-Za-z0-9._~/-]*)?$")
-_R2_ACCOUNT = re.compile(r"^[0-9a-f]{32}$")
-_REGION = re.compile(r"^[a-z0-9-]{1,32}$")
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-_PREFIX = re.compile(r"^[A-Za-z0-9._/-]{0,64}$")
-_KEY = re.compile(r"^[A-Za-z0-9/+=_-]{1,128}$")
+# re.ASCII: `\d` must not match other scripts' digits; fullmatch: `$` would accept a final "\n".
+_URL = re.compile(
+    r"https?://(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(:\d{1,5})?(/[A-Za-z0-9._~/-]*)?", re.ASCII
+)
+_R2_ACCOUNT = re.compile(r"[0-9a-f]{32}", re.ASCII)
+_REGION = re.compile(r"[a-z0-9-]{1,32}", re.ASCII)
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", re.ASCII)
+_PREFIX = re.compile(r"[A-Za-z0-9._/-]{0,64}", re.ASCII)
+_KEY = re.compile(r"[A-Za-z0-9/+=_-]{1,128}", re.ASCII)
 
 
 class CommitmentError(ValueError):
@@ -80,7 +83,13 @@ def encode_commitment(settings: ReadSettings) -> str:
 
 
 def decode_commitment(text: str) -> ReadSettings:
-    """Parse and validate a commitment string (as the SDK returns it: fields concatenated)."""
+    """Parse and validate a commitment string (as the SDK returns it: fields concatenated).
+
+    Total: anything that is not a valid commitment (another type included) is a
+    `CommitmentError`.
+    """
+    if not isinstance(text, str):
+        raise CommitmentError(f"commitment is a {type(text).__name__}, not a string")
     if len(text.encode("utf-8", errors="replace")) > MAX_COMMITMENT_BYTES:
         raise CommitmentError(f"commitment longer than {MAX_COMMITMENT_BYTES} bytes")
     parts = text.split("|")
@@ -103,7 +112,7 @@ def _encode_endpoint(url: str | None) -> str:
     if url is None:
         return "aws"
     host = url.removeprefix("https://")
-    if host.endswith(_R2_HOST) and _R2_ACCOUNT.match(host[: -len(_R2_HOST)]):
+    if host.endswith(_R2_HOST) and _R2_ACCOUNT.fullmatch(host[: -len(_R2_HOST)]):
         return f"r2:{host[: -len(_R2_HOST)]}"
     return url
 
@@ -113,7 +122,7 @@ def _decode_endpoint(text: str) -> str | None:
         return None
     if text.startswith("r2:"):
         account = text[3:]
-        if not _R2_ACCOUNT.match(account):
+        if not _R2_ACCOUNT.fullmatch(account):
             raise CommitmentError("r2 account id must be 32 lowercase hex characters")
         return f"https://{account}{_R2_HOST}"
     return text
@@ -121,13 +130,16 @@ def _decode_endpoint(text: str) -> str | None:
 
 def _validate(s: ReadSettings) -> None:
     checks = [
-        (s.endpoint_url is None or bool(_URL.match(s.endpoint_url)), "endpoint_url"),
-        (bool(_REGION.match(s.region)), "region"),
-        (bool(_BUCKET.match(s.bucket)), "bucket"),
-        (bool(_PREFIX.match(s.prefix)) and ".." not in s.prefix.split("/"), "prefix"),
+        (s.endpoint_url is None or bool(_URL.fullmatch(s.endpoint_url)), "endpoint_url"),
+        (bool(_REGION.fullmatch(s.region)), "region"),
+        (bool(_BUCKET.fullmatch(s.bucket)), "bucket"),
+        (bool(_PREFIX.fullmatch(s.prefix)) and ".." not in s.prefix.split("/"), "prefix"),
         ((s.access_key_id is None) == (s.secret_access_key is None), "key pair (both or neither)"),
-        (s.access_key_id is None or bool(_KEY.match(s.access_key_id)), "access_key_id"),
-        (s.secret_access_key is None or bool(_KEY.match(s.secret_access_key)), "secret_access_key"),
+        (s.access_key_id is None or bool(_KEY.fullmatch(s.access_key_id)), "access_key_id"),
+        (
+            s.secret_access_key is None or bool(_KEY.fullmatch(s.secret_access_key)),
+            "secret_access_key",
+        ),
     ]
     for ok, name in checks:
         if not ok:

@@ -68,6 +68,13 @@ class StorageConfig(BaseModel):
     read_timeout_s: float = Field(
         default=30.0, gt=0, description="seconds per socket read (not per object)"
     )
+    # Per call, every attempt and the whole body included: this much, plus size / min rate.
+    object_deadline_s: float = Field(
+        default=60.0, gt=0, description="seconds per storage call, plus size / min_rate_bytes_s"
+    )
+    min_rate_bytes_s: float = Field(
+        default=1 * MIB, gt=0, description="a transfer slower than this (bytes/s) is cut off"
+    )
     max_attempts: int = Field(
         default=5, ge=1, le=20, description="tries per storage call, the first included"
     )

@@ -27,10 +27,15 @@ def s3_reader(
     settings: ReadSettings,
     *,
     connect_timeout_s: float = 5.0,
-    read_timeout_s: float = 30.0,
+    read_timeout_s: float = 10.0,
     max_attempts: int = 3,
+    object_deadline_s: float = 20.0,
 ) -> ObjectStore:
-    """An S3 store that reads the bucket `settings` describe (unsigned if no key pair)."""
+    """An S3 store that reads the bucket `settings` describe (unsigned if no key pair).
+
+    A peer's bucket gets `object_deadline_s` per call plus 1 s per MiB of the object, so one
+    stalled or drip-feeding endpoint costs a reader seconds, never its whole phase.
+    """
     from subnet.storage.s3 import S3Store  # boto3 loads only when a reader is first used
 
     config = StorageConfig(
@@ -41,6 +46,7 @@ def s3_reader(
         connect_timeout_s=connect_timeout_s,
         read_timeout_s=read_timeout_s,
         max_attempts=max_attempts,
+        object_deadline_s=object_deadline_s,
     )
     credentials = None
     if settings.access_key_id and settings.secret_access_key:

@@ -12,6 +12,7 @@ import hashlib
 import random
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
 
@@ -31,6 +32,7 @@ from subnet.storage.base import (
 )
 from subnet.storage.config import StorageConfig
 from subnet.storage.credentials import Credentials, load_credentials
+from subnet.storage.deadline import Deadline, DeadlineExceeded, run_bounded
 
 T = TypeVar("T")
 
@@ -121,13 +123,19 @@ class S3Store:
         return self.head(key).etag == expected
 
     def get(self, key: str, max_bytes: int) -> bytes:
-        """Read the object; the size is checked from the response headers before the body."""
+        """Read the object; the size is checked from the response headers before the body.
+
+        The whole call (attempts and body) has a deadline of `object_deadline_s` plus the time
+        the announced size takes at `min_rate_bytes_s`, so a drip-feeding endpoint is cut off.
+        """
+        deadline = self._deadline()
 
         def fetch() -> bytes:
             response = self._client.get_object(Bucket=self.config.bucket, Key=self._full(key))
             body = response["Body"]
+            deadline.on_abort(lambda: _shutdown(body))
             try:
-                size = int(response["ContentLength"])
+                size = self._length(response, key)
                 if size > max_bytes:
                     raise ObjectTooLarge(
                         "too_large",
@@ -136,20 +144,31 @@ class S3Store:
                         key=key,
                         detail=f"{size} bytes > limit {max_bytes}",
                     )
+                deadline.allow(size)
                 return body.read()  # botocore stops at Content-Length and checks it was reached
             finally:
                 body.close()
 
-        return self._call("get", key, fetch)
+        return self._call("get", key, fetch, deadline)
 
     def head(self, key: str) -> ObjectInfo:
-        """Size, last-modified time and etag of the object."""
+        """Size, last-modified time and etag of the object.
+
+        An answer without a valid Content-Length or Last-Modified is `bad_response`: the
+        endpoint is not a working S3 store, and the caller treats it like any failing sender.
+        """
         r = self._call(
             "head",
             key,
             lambda: self._client.head_object(Bucket=self.config.bucket, Key=self._full(key)),
         )
-        return ObjectInfo(key, int(r["ContentLength"]), r["LastModified"], r["ETag"].strip('"'))
+        modified = r.get("LastModified")
+        if not isinstance(modified, datetime):
+            raise self._bad(key, "no Last-Modified")
+        etag = r.get("ETag")
+        return ObjectInfo(
+            key, self._length(r, key), modified, etag.strip('"') if isinstance(etag, str) else ""
+        )
 
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
         """Objects under `prefix` in key order, one retried request per page of up to 1,000."""
@@ -215,7 +234,7 @@ class S3Store:
             Body=data,
             **extra,
         )
-        return self._call("put", key, partial(_taken_is_false, put))
+        return self._call("put", key, partial(_taken_is_false, put), self._deadline(len(data)))
 
     def _write_multipart(self, key: str, data: bytes, *, if_absent: bool) -> bool:
         target = {"Bucket": self.config.bucket, "Key": self._full(key)}
@@ -232,7 +251,8 @@ class S3Store:
                     PartNumber=number,
                     Body=data[start : start + step],
                 )
-                parts.append({"PartNumber": number, "ETag": self._call("put", key, send)["ETag"]})
+                sent = self._call("put", key, send, self._deadline(step))
+                parts.append({"PartNumber": number, "ETag": sent["ETag"]})
             complete = partial(
                 self._client.complete_multipart_upload,
                 **target,
@@ -266,18 +286,53 @@ class S3Store:
                 type(exc).__name__,
             )
 
-    def _call(self, op: str, key: str | None, fn: Callable[[], T]) -> T:
-        """Run one S3 request with bounded retries; raise a `StorageError` when giving up."""
+    def _deadline(self, nbytes: int = 0) -> Deadline:
+        deadline = Deadline(
+            self.config.object_deadline_s, min_rate_bytes_s=self.config.min_rate_bytes_s
+        )
+        deadline.allow(nbytes)
+        return deadline
+
+    def _length(self, response: dict[str, Any], key: str) -> int:
+        size = response.get("ContentLength")
+        if type(size) is not int or size < 0:
+            raise self._bad(key, "no valid Content-Length")
+        return size
+
+    def _bad(self, key: str | None, detail: str) -> StorageError:
+        return StorageError(
+            "bad_response",
+            endpoint=self.config.endpoint_label,
+            bucket=self.config.bucket,
+            key=key,
+            detail=detail,
+        )
+
+    def _call(
+        self, op: str, key: str | None, fn: Callable[[], T], deadline: Deadline | None = None
+    ) -> T:
+        """Run one S3 request with bounded retries, all within one deadline; raise a
+        `StorageError` when giving up."""
+        deadline = deadline or self._deadline()
         attempts = self.config.max_attempts
         for attempt in range(1, attempts + 1):
             try:
-                return fn()
+                return run_bounded(fn, deadline)
+            except DeadlineExceeded as exc:
+                raise StorageError(
+                    "too_slow",
+                    endpoint=self.config.endpoint_label,
+                    bucket=self.config.bucket,
+                    key=key,
+                    detail=str(exc),
+                ) from None
             except (ClientError, BotoCoreError) as exc:
                 if not _is_transient(exc) or attempt == attempts:
                     raise self._error(exc, key, transient=_is_transient(exc)) from exc
                 delay = backoff_delay(
                     attempt, self.config.backoff_base_s, self.config.backoff_max_s, self._rng
                 )
+                delay = min(delay, max(0.0, deadline.remaining()))
                 logger.warning(
                     "s3 {} {} in {} failed (attempt {}/{}: {}); retrying in {:.2f}s",
                     op,
@@ -289,6 +344,10 @@ class S3Store:
                     delay,
                 )
                 self._sleep(delay)
+            except (ValueError, TypeError, KeyError, RecursionError, UnicodeError) as exc:
+                # botocore could not make sense of the answer (a timestamp that is not a date,
+                # a redirect loop, a garbled XML body): the endpoint misbehaves, not us.
+                raise self._bad(key, f"{type(exc).__name__}: {str(exc)[:120]}") from None
         raise AssertionError("unreachable: the loop returns or raises")
 
     def _error(self, exc: Exception, key: str | None, *, transient: bool) -> StorageError:
@@ -370,6 +429,17 @@ def _reason(exc: Exception, key: str | None, transient: bool) -> StorageReason:
         return "not_found"
     if code in _DENIED_CODES or status in (401, 403):
         return "access_denied"
+    if 300 <= status < 400:
+        return "bad_response"  # a redirect botocore did not resolve: a loop, or not S3 at all
     if type(exc).__name__ in ("NoCredentialsError", "PartialCredentialsError"):
         return "credentials"
     return "invalid_request"
+
+
+def _shutdown(body: Any) -> None:
+    """Unblock a body read stuck in another thread (urllib3 >= 2.3 `HTTPResponse.shutdown`)."""
+    raw = getattr(body, "_raw_stream", None)
+    try:
+        raw.shutdown()  # type: ignore[union-attr]
+    except (AttributeError, ValueError, RuntimeError, OSError):
+        body.close()

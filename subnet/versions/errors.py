@@ -12,11 +12,11 @@ SYNC_REASONS = (
     "not_published",  # the holder has no manifest yet
     "missing_version",  # a patch, checkpoint or manifest the latest manifest relies on is absent
     "digest_mismatch",  # the synced state does not hash to the manifest's digest
-    "rollback",  # the holder's latest version is older than one already seen or held locally
+    "rollback",  # a version already seen or held locally is gone (the holder started over)
     "bad_manifest",  # a verified manifest whose content contradicts its header or the key layout
     "no_reader",  # no valid storage commitment for the holder's hotkey
     "rejected:",  # + a `subnet.wire.Reason` value
-    "patch:",  # + a `subnet.compression.patch.PatchRejectReason`
+    "patch:",  # + a `subnet.compression.patch.PatchRejectReason`, or `corrupt` (a bad stream)
     "storage:",  # + a `subnet.storage.StorageReason`
 )
 
@@ -24,7 +24,7 @@ SYNC_REASONS = (
 PUBLISH_REASONS = (
     "window_not_after_latest",  # windows must increase from one version to the next
     "state_mismatch",  # tensor names, shapes or dtypes differ from the previous version
-    "conflict",  # a write-once key already holds a different object
+    "conflict",  # the version is already committed with another payload (a second holder?)
     "resume:",  # + the SyncError reason met while reloading the latest published state
 )
 

@@ -17,6 +17,7 @@ from subnet.versions.objects import fetch_verified
 from subnet.wire import Envelope, Signer, encode_envelope
 
 _METADATA_KEY = "manifest"
+_MAX_SLOT = 10**12 - 1  # the key layout's 12-digit window slot
 
 
 class ModelManifest(BaseModel):
@@ -28,8 +29,8 @@ class ModelManifest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    version: int = Field(ge=0)
-    window: int = Field(ge=-1)  # the window whose merge produced it; -1 for the initial model
+    version: int = Field(ge=0, le=_MAX_SLOT)
+    window: int = Field(ge=-1, le=_MAX_SLOT)  # the window whose merge produced it; -1: initial
     digest: str = Field(pattern=r"^[0-9a-f]{64}$")
     checkpoint_version: int = Field(ge=0)
     checkpoint_key: str
@@ -91,8 +92,8 @@ def _manifest_of(envelope: Envelope, run: str, holder: str) -> ModelManifest:
     """Parse the signed JSON and check it agrees with the header and the key layout."""
     try:
         manifest = ModelManifest.model_validate_json(envelope.metadata.get(_METADATA_KEY, ""))
-    except ValidationError as exc:
-        raise SyncError("bad_manifest", str(exc.errors()[0]["msg"])) from None
+    except ValidationError as exc:  # pydantic's parser also bounds nesting depth
+        raise SyncError("bad_manifest", str(exc.errors()[0]["msg"])[:200]) from None
     v = manifest.version
     if envelope.header.base_version != v:
         raise SyncError("bad_manifest", f"header names version {envelope.header.base_version}")

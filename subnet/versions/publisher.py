@@ -4,10 +4,17 @@ Each version is written in an order that keeps readers safe at every instant: th
 the checkpoint (every `checkpoint_every` versions, version 0 included), the write-once manifest,
 and last the latest pointer. A reader that sees the pointer therefore finds everything it names.
 
-A restarted holder resumes from the store: it reads the pointer and rebuilds the latest state
-through `ModelSync`, then continues at the next version. Writes of a crashed attempt are kept when
-the retry carries the same payload, and refused (`conflict`) when it does not, so no published
-object is ever replaced.
+**The write-once manifest is the commit point** (docs/reliability.md). Before it exists nothing
+names version v, so a patch or checkpoint of v left by a crashed attempt is an orphan that no
+reader has used: the next attempt overwrites it, whatever merge it now publishes. Once the
+manifest exists the version is fixed for good (`If-None-Match: *`), so two different models are
+never published under one version; a manifest key holding a valid object with another payload is
+a `conflict` (a second holder on the same bucket).
+
+A restarted holder resumes from the newest *committed* manifest (`subnet.versions.history`): the
+pointer is only a hint, so a crash between manifest and pointer, a replayed older pointer or a
+forged one cost nothing. It rebuilds that version's state (from its own local copy when the digest
+matches, else through `ModelSync`), repairs the pointer, and continues at the next version.
 """
 
 from __future__ import annotations
@@ -22,8 +29,9 @@ from subnet.compression.patch import encode_patch, state_digest
 from subnet.storage.base import ObjectStore
 from subnet.versions import layout
 from subnet.versions.errors import PublishError, SyncError
-from subnet.versions.manifest import ModelManifest, encode_manifest, read_pointer
-from subnet.versions.objects import write_once
+from subnet.versions.history import newest_committed, probe_manifest, read_hint
+from subnet.versions.manifest import ModelManifest, encode_manifest
+from subnet.versions.objects import commit_once
 from subnet.versions.state import snapshot
 from subnet.versions.sync import ModelSync
 from subnet.wire import Expected, Signer, encode_envelope
@@ -119,17 +127,27 @@ class VersionPublisher:
             checkpoint_key=layout.checkpoint_key(self.run, holder, checkpoint_version),
             patch_key=layout.patch_key(self.run, holder, version) if version else None,
         )
+        committed = probe_manifest(self.store, self.run, holder, version)
+        if committed is not None:
+            if (committed.digest, committed.window) == (digest, window):
+                # Our own earlier attempt got as far as the manifest (then the pointer failed).
+                logger.info("version {} is already committed for window {}; finishing it",
+                            version, window)  # fmt: skip
+                self._write_pointer(committed)
+                return committed
+            # Committed with another model: never write under a committed version.
+            raise PublishError("conflict", f"version {version} is already committed")
         if previous is not None:
             try:
                 patch = encode_patch(previous.state, state)
             except ValueError as exc:
                 raise PublishError("state_mismatch", str(exc)) from None
             key = layout.patch_key(self.run, holder, version)
-            self._write_object(key, layout.expect_patch(self.run, holder, version), patch)
+            self._write_orphan(key, layout.expect_patch(self.run, holder, version), patch)
         if full:
             key = layout.checkpoint_key(self.run, holder, version)
-            self._write_object(key, layout.expect_checkpoint(self.run, holder, version), state)
-        write_once(
+            self._write_orphan(key, layout.expect_checkpoint(self.run, holder, version), state)
+        commit_once(
             self.store,
             layout.manifest_key(self.run, holder, version),
             encode_manifest(self.signer, self.run, manifest, pointer=False),
@@ -137,14 +155,20 @@ class VersionPublisher:
             max_bytes=layout.MANIFEST_MAX_BYTES,
         )
         # Last: once the pointer names this version, everything it relies on is in place.
-        self.store.put(
-            layout.pointer_key(self.run, holder),
-            encode_manifest(self.signer, self.run, manifest, pointer=True),
-        )
+        self._write_pointer(manifest)
         return manifest
 
-    def _write_object(self, key: str, expected: Expected, tensors: Mapping[str, Tensor]) -> None:
-        """Sign `tensors` with the header `expected` describes and write them once under `key`."""
+    def _write_pointer(self, manifest: ModelManifest) -> None:
+        self.store.put(
+            layout.pointer_key(self.run, self.signer.ss58_address),
+            encode_manifest(self.signer, self.run, manifest, pointer=True),
+        )
+
+    def _write_orphan(self, key: str, expected: Expected, tensors: Mapping[str, Tensor]) -> None:
+        """Sign `tensors` as `expected` describes and write them, replacing an earlier attempt.
+
+        Only called before the version's manifest exists, when no reader can rely on the key.
+        """
         blob = encode_envelope(
             signer=self.signer,
             run=self.run,
@@ -153,29 +177,48 @@ class VersionPublisher:
             tensors=tensors,
             base_version=expected.base_version,
         )
-        write_once(self.store, key, blob, expected, max_bytes=self.max_bytes)
+        self.store.put(key, blob)
 
-    def resume(self) -> ModelManifest | None:
+    def resume(self, local: tuple[int, Mapping[str, Tensor]] | None = None) -> ModelManifest | None:
         """Load what this holder already published (once; `publish` calls it first).
 
-        Returns the latest published manifest, None for a new run. A restarted holder calls it to
-        learn whether to publish the initial model or to continue from `latest_state`.
+        `local` is the holder's own copy `(version, state)`, used instead of a download when its
+        digest matches the committed version. Returns the latest committed manifest, None for a
+        new run. A restarted holder calls it to learn whether to publish the initial model or to
+        continue from `latest_state`.
         """
         if self._resumed:
             return self.latest
         holder = self.signer.ss58_address
         try:
-            read_pointer(self.store, self.run, holder)
-        except SyncError as exc:
-            if exc.reason != "not_published":
-                raise PublishError(f"resume:{exc.reason}", exc.detail) from None
-            self._resumed = True
-            return None
-        syncer = ModelSync(self.store, holder, self.run, max_bytes=self.max_bytes)
-        try:
-            state, manifest = syncer.sync(None, None)
+            hint = read_hint(self.store, self.run, holder)
+            manifest = newest_committed(self.store, self.run, holder, hint)
         except SyncError as exc:
             raise PublishError(f"resume:{exc.reason}", exc.detail) from None
+        if manifest is None:
+            self._resumed = True
+            return None
+        state = self._state_of(manifest, local)
+        if hint is None or hint.version != manifest.version:
+            logger.warning("latest pointer {} version {}; repairing it",
+                           "missing or invalid, committed" if hint is None
+                           else f"names version {hint.version}, committed", manifest.version)  # fmt: skip
+            self._write_pointer(manifest)
         self._head, self._resumed = _Head(manifest, state), True
         logger.info("resuming after published model version {}", manifest.version)
         return manifest
+
+    def _state_of(
+        self, manifest: ModelManifest, local: tuple[int, Mapping[str, Tensor]] | None
+    ) -> dict[str, Tensor]:
+        """The committed version's state: our own copy if it hashes right, else synced."""
+        if local is not None and local[0] == manifest.version:
+            state = snapshot(local[1])
+            if state_digest(state).hex() == manifest.digest:
+                return state
+        syncer = ModelSync(self.store, self.signer.ss58_address, self.run, max_bytes=self.max_bytes)
+        try:
+            state, _ = syncer.sync_to(manifest, *(local or (None, None)))
+        except SyncError as exc:
+            raise PublishError(f"resume:{exc.reason}", exc.detail) from None
+        return state

@@ -15,6 +15,7 @@ rebuilt into new dicts, so a failure never leaves a half-applied state behind.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping
 from typing import Literal
 
@@ -26,7 +27,8 @@ from subnet.storage.base import ObjectStore
 from subnet.storage.readers import ReaderPool
 from subnet.versions import layout
 from subnet.versions.errors import SyncError
-from subnet.versions.manifest import ModelManifest, read_manifest, read_pointer
+from subnet.versions.history import newest_committed, probe_manifest, read_hint
+from subnet.versions.manifest import ModelManifest, read_manifest
 from subnet.versions.objects import fetch_verified
 from subnet.wire import PayloadSpec
 
@@ -69,17 +71,41 @@ class ModelSync:
             raise ValueError("max_checkpoints must be >= 1 and max_patches >= 0")
         self.max_checkpoints = max_checkpoints
         self.highest_seen = -1  # a holder pointer older than this is a rollback
+        self._seen: ModelManifest | None = None  # the manifest of `highest_seen`
         self.last_path: SyncPath | None = None  # how the last `sync` got there, for metrics
         self.last_fallback: SyncError | None = None  # why the last `sync` left the patch path
 
     def latest(self) -> ModelManifest:
-        """The holder's newest manifest, verified (signature, run, kind), never older than seen."""
-        manifest = read_pointer(self._store(), self.run, self.holder)
-        if manifest.version < self.highest_seen:
-            raise SyncError(
-                "rollback", f"latest is {manifest.version}, already saw {self.highest_seen}"
-            )
-        self.highest_seen = manifest.version
+        """The holder's newest committed manifest, verified, never older than one already seen.
+
+        The latest pointer is only a hint (`subnet.versions.history`): a forged one is ignored, a
+        stale or replayed older one is passed over for the newer write-once manifests. Only when
+        the version seen before is gone from the bucket (the holder started over on an empty
+        bucket) is it a `rollback`.
+        """
+        store = self._store()
+        hint = read_hint(store, self.run, self.holder)
+        known = hint
+        if self._seen is not None and (hint is None or hint.version < self._seen.version):
+            if probe_manifest(store, self.run, self.holder, self._seen.version) is None:
+                got = "nothing" if hint is None else f"version {hint.version}"
+                raise SyncError("rollback", f"latest is {got}, already saw {self.highest_seen}")
+            if hint is not None:
+                logger.warning("holder pointer names version {}, but version {} is committed: "
+                               "ignoring the stale pointer", hint.version, self._seen.version)  # fmt: skip
+            known = self._seen
+        if known is not None and self._seen is not None and known.version > self._seen.version:
+            # The pointer moved forward since the last call: signed and written after its
+            # manifest, so one request suffices. A pointer that stops moving (the holder crashed
+            # before rewriting it, or an old one was replayed) is checked against the manifests.
+            manifest: ModelManifest | None = known
+        else:
+            manifest = newest_committed(store, self.run, self.holder, known)
+        if manifest is None:
+            raise SyncError("not_published", f"no committed manifest of {self.holder}")
+        if hint is not None and manifest.version > hint.version:
+            logger.info("holder pointer is behind: version {} is committed", manifest.version)
+        self._seen, self.highest_seen = manifest, manifest.version
         return manifest
 
     def sync(
@@ -90,7 +116,15 @@ class ModelSync:
         `state` is the local state at `version` (both None for a fresh peer). A state already at
         the latest version is checked and returned as is; a synced state lives on the CPU.
         """
-        latest = self.latest()
+        return self.sync_to(self.latest(), state, version)
+
+    def sync_to(
+        self,
+        latest: ModelManifest,
+        state: Mapping[str, Tensor] | None,
+        version: int | None,
+    ) -> tuple[dict[str, Tensor], ModelManifest]:
+        """As `sync`, to the verified manifest `latest` instead of the newest one."""
         self.last_fallback = None
         if state is not None and version is not None:
             if version > latest.version:
@@ -153,6 +187,10 @@ class ModelSync:
                 state = apply_patch(state, patch.tensors)
             except PatchError as exc:
                 raise SyncError(f"patch:{exc.reason}", f"version {v}: {exc}") from None
+            except (zlib.error, ValueError, TypeError, IndexError, RuntimeError) as exc:
+                # A signed patch whose stream is corrupt (the holder's bug or a bad disk): the
+                # caller falls back to the checkpoint path instead of failing the window.
+                raise SyncError("patch:corrupt", f"version {v}: {exc}") from None
         digest = state_digest(state).hex()
         if digest != latest.digest:
             raise SyncError(

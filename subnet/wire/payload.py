@@ -66,16 +66,23 @@ def encode_payload(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, s
 
 
 def read_table(payload: bytes) -> tuple[dict[str, tuple[str, tuple[int, ...]]], dict[str, str]]:
-    """Parse the safetensors header: `{name: (dtype code, shape)}` and the string metadata."""
+    """Parse the safetensors header: `{name: (dtype code, shape)}` and the string metadata.
+
+    Total on hostile input: any malformed table (bad JSON, nesting past the parser's limit,
+    wrongly typed entries, absurd numbers) is `Rejected(malformed_payload)` or, for an unknown
+    dtype, `Rejected(dtype_mismatch)`; nothing else escapes.
+    """
     if len(payload) < 8:
         raise Rejected(Reason.MALFORMED_PAYLOAD, "shorter than the safetensors length prefix")
     size = int.from_bytes(payload[:8], "little")
     if size > min(MAX_SAFETENSORS_HEADER, len(payload) - 8):
         raise Rejected(Reason.MALFORMED_PAYLOAD, f"safetensors header length {size} out of bounds")
     try:
-        raw = json.loads(payload[8 : 8 + size])
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise Rejected(Reason.MALFORMED_PAYLOAD, f"safetensors header: {exc}") from None
+        raw = json.loads(payload[8 : 8 + size], parse_constant=_no_constant, parse_int=_small_int)
+    except RecursionError:
+        raise Rejected(Reason.MALFORMED_PAYLOAD, "safetensors header nested too deeply") from None
+    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
+        raise Rejected(Reason.MALFORMED_PAYLOAD, f"safetensors header: {exc}"[:200]) from None
     if not isinstance(raw, dict):
         raise Rejected(Reason.MALFORMED_PAYLOAD, "safetensors header is not an object")
     metadata = raw.pop("__metadata__", None) or {}
@@ -83,16 +90,39 @@ def read_table(payload: bytes) -> tuple[dict[str, tuple[str, tuple[int, ...]]], 
         isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
     ):
         raise Rejected(Reason.MALFORMED_PAYLOAD, "metadata must map strings to strings")
-    table = {}
-    for name, entry in raw.items():
-        shape = entry.get("shape") if isinstance(entry, dict) else None
-        dtype = entry.get("dtype") if isinstance(entry, dict) else None
-        if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
-            raise Rejected(Reason.MALFORMED_PAYLOAD, f"tensor {name!r} has no valid shape")
-        if dtype not in DTYPES:
-            raise Rejected(Reason.DTYPE_MISMATCH, f"tensor {name!r} has unsupported dtype {dtype}")
-        table[name] = (dtype, tuple(shape))
-    return table, metadata
+    return {name: _entry(name, entry) for name, entry in raw.items()}, metadata
+
+
+def _entry(name: str, entry: object) -> tuple[str, tuple[int, ...]]:
+    """One tensor's `(dtype code, shape)`, checked for type before it is used."""
+    if not isinstance(entry, dict):
+        raise Rejected(Reason.MALFORMED_PAYLOAD, f"tensor {name[:60]!r} is not an object")
+    shape, dtype, offsets = entry.get("shape"), entry.get("dtype"), entry.get("data_offsets")
+    if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+        raise Rejected(Reason.MALFORMED_PAYLOAD, f"tensor {name[:60]!r} has no valid shape")
+    if (
+        not isinstance(offsets, list)
+        or len(offsets) != 2
+        or not all(type(o) is int and o >= 0 for o in offsets)
+    ):
+        raise Rejected(Reason.MALFORMED_PAYLOAD, f"tensor {name[:60]!r} has no valid offsets")
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        raise Rejected(
+            Reason.DTYPE_MISMATCH, f"tensor {name[:60]!r} has unsupported dtype {str(dtype)[:20]}"
+        )
+    return dtype, tuple(shape)
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _small_int(literal: str) -> int:
+    # Shapes and offsets fit in 64 bits; a longer literal is an attack on int() (which refuses
+    # past 4,300 digits only after the work) and is refused before conversion.
+    if len(literal.lstrip("-")) > 20:
+        raise ValueError(f"a {len(literal)}-digit integer in the tensor table")
+    return int(literal)
 
 
 def check_table(table: Mapping[str, tuple[str, tuple[int, ...]]], spec: PayloadSpec) -> None:
@@ -116,7 +146,7 @@ def load_tensors(payload: bytes) -> dict[str, torch.Tensor]:
     """Materialize the tensors; the library checks offsets cover the data exactly."""
     try:
         return safetensors.torch.load(payload)
-    except (safetensors.SafetensorError, ValueError, RuntimeError) as exc:
+    except (safetensors.SafetensorError, ValueError, RuntimeError, TypeError, OverflowError) as exc:
         raise Rejected(Reason.MALFORMED_PAYLOAD, str(exc)[:200]) from None
 
 

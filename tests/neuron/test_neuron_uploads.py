@@ -98,20 +98,6 @@ def test_an_upload_on_another_base_version_is_stale(world):
     assert got.stale == {miner} and not got.accepted
 
 
-@pytest.mark.parametrize("text", ["[1]", '{"a": [1]}', '{"a": "x"}', '{"a": NaN}', "", "{"])
-def test_a_malformed_score_report_is_a_value_error(text):
-    from subnet.neuron.holder import parse_report
-
-    with pytest.raises(ValueError):
-        parse_report(text)
-
-
-def test_a_score_report_parses():
-    from subnet.neuron.holder import parse_report
-
-    assert parse_report('{"a": 0.5, "b": 0}') == {"a": 0.5, "b": 0.0}
-
-
 def test_an_upload_on_another_lane_is_not_read_as_this_lanes(world):
     rt, shapes, compressor, params = world
     signer = Keypair.create_from_uri("//elsewhere")

@@ -37,7 +37,11 @@ def test_fresh_syncer_loads_the_latest_checkpoint(
     assert manifest.digest == state_digest(history[6]).hex()
     _assert_exact(state, history[6])
     who = holder.ss58_address
-    assert store.gets == [layout.pointer_key(RUN, who), layout.checkpoint_key(RUN, who, 6)]
+    assert store.gets == [
+        layout.pointer_key(RUN, who),
+        layout.manifest_key(RUN, who, 7),  # is the pointer current? (a crash can leave it behind)
+        layout.checkpoint_key(RUN, who, 6),
+    ]
 
 
 def test_fresh_syncer_applies_patches_after_the_checkpoint(
@@ -53,6 +57,7 @@ def test_fresh_syncer_applies_patches_after_the_checkpoint(
     who = holder.ss58_address
     assert store.gets == [
         layout.pointer_key(RUN, who),
+        layout.manifest_key(RUN, who, 6),
         layout.checkpoint_key(RUN, who, 3),
         layout.patch_key(RUN, who, 4),
         layout.patch_key(RUN, who, 5),
@@ -70,13 +75,14 @@ def test_syncer_behind_applies_only_the_missing_patches(
     who = holder.ss58_address
     assert store.gets == [
         layout.pointer_key(RUN, who),
+        layout.manifest_key(RUN, who, 7),
         layout.patch_key(RUN, who, 5),
         layout.patch_key(RUN, who, 6),
     ]
     assert syncer.last_path == "patches" and syncer.last_fallback is None
 
 
-def test_syncer_at_latest_reads_only_the_pointer(
+def test_syncer_at_latest_reads_the_pointer_and_probes_the_next_manifest(
     published: MemoryStore, holder: Keypair, history: list[dict[str, Tensor]]
 ) -> None:
     store = CountingStore(published)
@@ -84,7 +90,8 @@ def test_syncer_at_latest_reads_only_the_pointer(
     state, manifest = syncer.sync(history[6], 6)
     assert manifest.version == 6 and syncer.last_path == "current"
     _assert_exact(state, history[6])
-    assert store.gets == [layout.pointer_key(RUN, holder.ss58_address)]
+    who = holder.ss58_address
+    assert store.gets == [layout.pointer_key(RUN, who), layout.manifest_key(RUN, who, 7)]
 
 
 def test_too_far_behind_takes_the_checkpoint(
@@ -170,7 +177,9 @@ def test_tampered_checkpoint_without_walk_back_raises(
     assert caught.value.reason == "rejected:digest_mismatch"
 
 
-def test_rolled_back_pointer_is_refused(holder: Keypair, history: list[dict[str, Tensor]]) -> None:
+def test_replayed_older_pointer_is_passed_over(
+    holder: Keypair, history: list[dict[str, Tensor]]
+) -> None:
     store = MemoryStore()
     publisher = publish_all(store, holder, history, 5)
     pointer = layout.pointer_key(RUN, holder.ss58_address)
@@ -179,6 +188,35 @@ def test_rolled_back_pointer_is_refused(holder: Keypair, history: list[dict[str,
     syncer = _syncer(store, holder)
     assert syncer.latest().version == 6
     store.put(pointer, old_pointer)  # a validly signed, older pointer replayed
+    assert syncer.latest().version == 6  # version 6's write-once manifest is still there
+    assert _syncer(store, holder).latest().version == 6  # a fresh peer is not fooled either
+    state, _ = _syncer(store, holder).sync(history[5], 5)
+    _assert_exact(state, history[6])
+
+
+def test_forged_pointer_is_ignored(
+    published: MemoryStore, holder: Keypair, stranger: Keypair, history: list[dict[str, Tensor]]
+) -> None:
+    pointer = layout.pointer_key(RUN, holder.ss58_address)
+    manifest = read_pointer(published, RUN, holder.ss58_address)
+    published.put(pointer, encode_manifest(stranger, RUN, manifest, pointer=True))
+    state, latest = _syncer(published, holder).sync(history[4], 4)
+    assert latest.version == 6
+    _assert_exact(state, history[6])
+    published.put(pointer, b"garbage")
+    assert _syncer(published, holder).latest().version == 6
+
+
+def test_versions_gone_from_the_bucket_are_a_rollback(
+    holder: Keypair, history: list[dict[str, Tensor]]
+) -> None:
+    store = MemoryStore()
+    publish_all(store, holder, history, 5)
+    syncer = _syncer(store, holder)
+    assert syncer.latest().version == 5
+    for info in list(store.list()):
+        store.delete(info.key)  # the holder started over on an empty bucket
+    publish_all(store, holder, history, 1)
     with pytest.raises(SyncError) as caught:
         syncer.latest()
     assert caught.value.reason == "rollback"
@@ -224,3 +262,20 @@ def test_manifest_digest_that_no_state_matches_raises(
     with pytest.raises(SyncError) as caught:
         _syncer(published, holder).sync(None, None)
     assert caught.value.reason == "digest_mismatch"
+
+
+def test_a_pointer_that_moves_forward_costs_one_read_one_that_stalls_is_checked(
+    holder: Keypair, history: list[dict[str, Tensor]]
+) -> None:
+    store = CountingStore(MemoryStore())
+    publisher = publish_all(store, holder, history, 4)
+    syncer = _syncer(store, holder)
+    assert syncer.latest().version == 4
+    publisher.publish(history[5], 15)
+    store.gets.clear()
+    assert syncer.latest().version == 5
+    who = holder.ss58_address
+    assert store.gets == [layout.pointer_key(RUN, who)]  # moved on: trusted as is
+    store.gets.clear()
+    assert syncer.latest().version == 5
+    assert store.gets == [layout.pointer_key(RUN, who), layout.manifest_key(RUN, who, 6)]
