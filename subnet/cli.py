@@ -90,12 +90,12 @@ def iter_flags(model: type[BaseModel] = BeamConfig) -> Iterator[Flag]:
 # Which settings each entry point reads (by flag-name prefix); every flag is still accepted, but
 # a role's --help lists only these. Protocol settings are shared by every participant.
 ROLE_SETTINGS: dict[str, tuple[str, ...]] = {
-    "miner": ("protocol.", "netuid", "wallet.", "subtensor.", "logging.", "neuron.", "storage.",
-              "wandb."),
-    "validator": ("protocol.", "netuid", "wallet.", "subtensor.", "logging.", "neuron.",
-                  "storage.", "wandb."),
-    "holder": ("protocol.", "netuid", "wallet.", "subtensor.", "logging.", "neuron.", "storage.",
-               "data.", "wandb."),
+    "miner": ("protocol.", "netuid", "room", "run", "wallet.", "subtensor.", "logging.",
+              "neuron.", "storage.", "wandb."),
+    "validator": ("protocol.", "netuid", "room", "run", "wallet.", "subtensor.", "logging.",
+                  "neuron.", "storage.", "wandb."),
+    "holder": ("protocol.", "netuid", "room", "run", "wallet.", "subtensor.", "logging.",
+               "neuron.", "storage.", "data.", "wandb."),
     "chain": ("netuid", "wallet.", "subtensor.", "logging."),
 }  # fmt: skip
 

@@ -22,6 +22,10 @@ def preflight(cfg: BeamConfig, role: str, environ: Mapping[str, str] | None = No
     env = os.environ if environ is None else environ
     check_device(cfg.node.neuron.device)
     check_preset(cfg.protocol.model)
+    if cfg.node.room:  # room mode: the room names its members; no holder hotkey, no chain
+        if cfg.node.storage is not None:
+            check_credentials(cfg.node.storage, env)
+        return
     check_holder_hotkey(cfg.protocol.holder_hotkey)
     if cfg.node.storage is None:
         raise ConfigError(

@@ -24,6 +24,14 @@ def test_good_settings_pass():
     check_device("cpu")
 
 
+def test_room_mode_needs_no_holder_hotkey():
+    cfg = BeamConfig.model_validate({"node": {"room": "s3://beam-room@http://127.0.0.1:1"}})
+    preflight(cfg, "miner", {})
+    with pytest.raises(ConfigError, match="not a torch device"):
+        preflight(cfg.model_copy(update={"node": cfg.node.model_copy(
+            update={"neuron": cfg.node.neuron.model_copy(update={"device": "x"})})}), "miner", {})  # fmt: skip
+
+
 def test_key_files_instead_of_variables(tmp_path):
     (tmp_path / "id").write_text("k")
     (tmp_path / "secret").write_text("s")
