@@ -136,6 +136,8 @@ class Validator(BaseNeuron):
         self.rt.metrics.log(
             "scores", window=window, version=self.replica.version,
             verdicts={hk: [v.reason, v.score] for hk, v in verdicts.items()}, moving=self.moving,
+            details={hk: v.detail for hk, v in verdicts.items() if v.detail},
+            empty=not got.accepted,
             **self.rt.meter.take(),  # this window's fetches; its report counts in the next
         )  # fmt: skip
         self.first_seen = {k: b for k, b in self.first_seen.items() if k[0] > window}
@@ -148,8 +150,14 @@ class Validator(BaseNeuron):
         assigned = self.assigned(window)
         random_ids = random_sample_ids(p.eval_samples, self.data.split_samples("train"))
         before_random = self._loss(random_ids)
+        # a partial upload is evaluated on the prefix it trained
         return [
-            self._evaluate(upload, assigned(hk)[: p.eval_samples], random_ids, before_random)
+            self._evaluate(
+                upload,
+                assigned(hk)[: min(p.eval_samples, upload.samples or p.eval_samples)],
+                random_ids,
+                before_random,
+            )
             for hk, upload in accepted.items()
         ]
 
@@ -194,7 +202,12 @@ class Validator(BaseNeuron):
         after_assigned, after_random = self._loss(assigned), self._loss(random_ids)
         self.replica.reset()
         return Evaluation(
-            upload.hotkey, before_assigned, after_assigned, before_random, after_random
+            upload.hotkey,
+            before_assigned,
+            after_assigned,
+            before_random,
+            after_random,
+            fraction=upload.fraction,
         )
 
     def publish(self, window: int, result: ScoreReport, lane: str | None = None) -> None:

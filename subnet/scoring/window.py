@@ -37,6 +37,7 @@ class Evaluation:
     loss_after_assigned: float
     loss_before_random: float
     loss_after_random: float
+    fraction: float = 1.0  # share of the assigned steps trained (a partial upload: k / H)
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,10 @@ def window_score(ev: Evaluation, cfg: ScoringConfig) -> float:
 
     The rule is continuous in ``a`` and ``r`` above the threshold, so no small change in a
     measurement flips a score from full to nothing. Non-finite losses score 0.
+
+    A partial upload (``k`` of ``H`` steps, ``fraction = k / H``) earns ``fraction`` times that:
+    the first steps of a window give the largest loss drops, so without the factor a miner
+    training a fraction of the work would earn more than that fraction.
     """
     if not _finite_losses(ev):
         return 0.0
@@ -100,8 +105,10 @@ def window_score(ev: Evaluation, cfg: ScoringConfig) -> float:
         return 0.0
     shared = min(a, r)
     if shared < 0.0:
-        return max(0.0, a + shared)
-    return (a - shared) + cfg.unproven_credit * shared
+        score = max(0.0, a + shared)
+    else:
+        score = (a - shared) + cfg.unproven_credit * shared
+    return score * min(1.0, max(0.0, ev.fraction))
 
 
 def _evaluated(evaluations: Iterable[Evaluation], cfg: ScoringConfig) -> dict[str, Verdict]:
@@ -111,7 +118,8 @@ def _evaluated(evaluations: Iterable[Evaluation], cfg: ScoringConfig) -> dict[st
         if ev.hotkey in out:
             raise ValueError(f"two evaluations for hotkey {ev.hotkey!r}")
         if _finite_losses(ev):
-            out[ev.hotkey] = Verdict(ev.hotkey, window_score(ev, cfg), "scored")
+            partial = f"partial {ev.fraction:.2f}" if ev.fraction < 1.0 else ""
+            out[ev.hotkey] = Verdict(ev.hotkey, window_score(ev, cfg), "scored", partial)
         else:
             out[ev.hotkey] = Verdict(ev.hotkey, 0.0, "rejected", "non_finite_loss")
     return out
