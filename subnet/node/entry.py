@@ -10,8 +10,8 @@ from loguru import logger
 from ..cli import parse_config, run_guarded
 from ..logs import setup_logging
 from ..neuron.base import BaseNeuron
-from ..training.distributed import RankFailure, launch, rank_suffix
 from ..preflight import preflight
+from ..training.distributed import RankFailure, launch, rank_suffix
 from .build import build_runtime
 
 
