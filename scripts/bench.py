@@ -1,6 +1,7 @@
 """Beam's benchmarks: ``python scripts/bench.py NAME [--json] [flags]``.
 
-NAME is ``adversarial``, ``compression``, ``convergence``, ``faults``, ``scale`` or ``throughput``
+NAME is ``adversarial``, ``compression``, ``convergence``, ``demo_load``, ``faults``, ``scale`` or
+``throughput``
 (``--help`` after NAME lists its flags).
 Defaults fit a 2-core CPU; ``--device cuda`` plus the size flags scale a run up on a GPU. With
 ``--json`` the last line printed is one JSON object; without it, a readable summary. The measured
@@ -16,7 +17,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchmarks import adversarial, compression, convergence, faults, scale, throughput  # noqa: E402
+from benchmarks import (  # noqa: E402
+    adversarial,
+    compression,
+    convergence,
+    demo_load,
+    faults,
+    scale,
+    throughput,
+)
 
 BENCHMARKS = {
     "adversarial": adversarial,
@@ -25,6 +34,7 @@ BENCHMARKS = {
     "faults": faults,
     "scale": scale,
     "throughput": throughput,
+    "demo_load": demo_load,
 }
 
 

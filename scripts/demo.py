@@ -7,18 +7,26 @@ the weights on chain, and the path of the run page. Ctrl-C stops every process.
 
     python scripts/demo.py                          # 3 miners, 2 validators, 8 rounds, tiny
     python scripts/demo.py --miners 5 --rounds 20 --preset small
+
+Before starting the neurons it times a few inner steps on this machine (under its current load)
+and sizes the window so a miner's steps fit its upload phase with headroom; --window-blocks N
+overrides that. If the run stops short it says why in one line.
 """
 
 from __future__ import annotations
 
-import argparse
+import json
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from subnet.localnet.run import LocalRun, RunSettings
+from subnet.cli import ArgParser, run_guarded
+from subnet.data import TokenDataset
+from subnet.localnet.calibrate import measure_step_seconds, window_blocks_for
+from subnet.localnet.diagnose import stall_reason
+from subnet.localnet.run import LocalRun, NeuronsExited, RunSettings
 from subnet.logs import setup_logging
 from subnet.monitor.report.units import fmt_bytes
 
@@ -26,29 +34,33 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--miners", type=int, default=3)
-    parser.add_argument("--validators", type=int, default=2)
+    parser = ArgParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--miners", type=int, default=3, help="miner processes")
+    parser.add_argument("--validators", type=int, default=2, help="validator processes")
     parser.add_argument("--rounds", type=int, default=8, help="merged model versions to run")
     parser.add_argument(
         "--preset", default="tiny", help="model preset: tiny, small, hypertrain-20m"
     )
     parser.add_argument("--block-time", type=float, default=0.5, help="simnet seconds per block")
-    parser.add_argument("--window-blocks", type=int, default=20, help="blocks per window")
+    parser.add_argument(
+        "--window-blocks", type=int, default=None,
+        help="blocks per window (default: calibrated from a measured inner step, at least 20)",
+    )  # fmt: skip
     parser.add_argument("--run-dir", default=None, help="default: runs/demo-<time>")
-    parser.add_argument("--wandb", default="offline", choices=["offline", "online", "disabled"])
+    parser.add_argument("--wandb", default="offline", choices=["offline", "online", "disabled"],
+                        help="W&B mode of every neuron (offline runs land in the run folder)")  # fmt: skip
     args = parser.parse_args()
     setup_logging(node="demo")
 
     settings = RunSettings(
         miners=args.miners, validators=args.validators, rounds=args.rounds, preset=args.preset,
-        block_time=args.block_time, window_blocks=args.window_blocks, wandb=args.wandb,
-        data_dir=str(ROOT / "data"),
+        block_time=args.block_time, wandb=args.wandb, data_dir=str(ROOT / "data"),
     )  # fmt: skip
     subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "prepare_data.py"), "--out",
          str(ROOT / "data" / settings.dataset)], check=True,
     )  # fmt: skip
+    settings.window_blocks = args.window_blocks or calibrated_window(settings)
     run_dir = Path(args.run_dir or ROOT / "runs" / time.strftime("demo-%Y%m%d-%H%M%S"))
     run = LocalRun(run_dir, settings)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
@@ -66,20 +78,31 @@ def main() -> int:
                   f"{v['heldout_loss']:>13.4f} {fmt_bytes(sent) if sent else '-':>10} "
                   f"{fmt_bytes(ddp) if ddp else '-':>15}", flush=True)  # fmt: skip
 
+        started = time.monotonic()
         finished = run.wait(
-            show, timeout=60 + 3 * args.rounds * args.window_blocks * args.block_time
+            show, timeout=60 + 3 * args.rounds * settings.window_blocks * args.block_time
         )
+        elapsed = time.monotonic() - started
         graph = run.chain().metagraph()
     except KeyboardInterrupt:
         print("\ninterrupted; stopping every process")
         run.stop()
         return 130
+    except NeuronsExited as error:
+        run.stop()
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     except BaseException:
         run.stop()
         raise
     codes = run.stop()
     versions = [v for v in run.versions() if v["version"] > 0]
     names = {w.hotkey: w.name for w in run.stack.endpoints.wallets}
+    # The chain's view for the run page (incentive, dividends), as it was when the run ended.
+    (run_dir / "chain.json").write_text(json.dumps({
+        n.hotkey: {"uid": n.uid, "incentive": float(n.incentive), "dividends": float(n.dividends)}
+        for n in graph.neurons
+    }, indent=2))  # fmt: skip
     print(f"\nweights on chain (incentive after the last epoch, block {graph.block}):")
     for n in graph.neurons:
         if n.incentive > 0 or n.dividends > 0:
@@ -90,7 +113,7 @@ def main() -> int:
         ddp = sum(v["ddp_bytes"] for v in versions)
         tokens = sum(v["tokens"] for v in versions)
         print(f"\n{len(versions)} rounds: held-out loss {first_loss:.4f} -> "
-              f"{versions[-1]['heldout_loss']:.4f}; {tokens:,} tokens trained; sent "
+              f"{versions[-1]['heldout_loss']:.4f}; {tokens:,} tokens merged; sent "
               f"{fmt_bytes(sent)} where DDP would send {fmt_bytes(ddp)} "
               f"({ddp / max(sent, 1):,.0f}x less)")  # fmt: skip
     report = subprocess.run(
@@ -100,10 +123,21 @@ def main() -> int:
     print(
         f"run page: {report.stdout.strip().splitlines()[-1] if report.returncode == 0 else 'unavailable: ' + report.stderr.strip()[-200:]}"
     )
-    ok = finished and all(code == 0 for code in codes.values())
-    print("all processes stopped" + ("" if ok else f" (exit codes {codes})"))
-    return 0 if ok else 1
+    bad = {name: code for name, code in codes.items() if code != 0}
+    if not finished:
+        print(stall_reason(run_dir, args.rounds, elapsed))
+    print("all processes stopped" + (f" (non-zero exit codes: {bad})" if bad else ""))
+    return 0 if finished and not bad else 1
+
+
+def calibrated_window(settings: RunSettings) -> int:
+    """Blocks per window that fit this machine now (see subnet/localnet/calibrate.py)."""
+    vocab = TokenDataset.from_folder(Path(settings.data_dir) / settings.dataset, 64).vocab_size
+    step_s = measure_step_seconds(settings.preset, vocab, seq_len=64, micro_batch=8)
+    cal = window_blocks_for(step_s, settings.inner_steps, settings.block_time, settings.miners)
+    print(cal.describe(settings.block_time), flush=True)
+    return cal.window_blocks
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_guarded(main))

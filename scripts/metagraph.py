@@ -15,7 +15,7 @@ from subnet.logs import setup_logging
 
 
 def main() -> int:
-    parser = build_parser("metagraph", __doc__.split("\n")[0])
+    parser = build_parser("metagraph", __doc__.split("\n")[0], role="chain")
     parser.add_argument(
         "--check-registration", action="store_true", help="also check the wallet's hotkey"
     )

@@ -15,11 +15,12 @@ Secrets are not settings: there are no flags for passwords or storage keys.
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, Literal, NoReturn, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
@@ -61,35 +62,129 @@ def _leaf_type(annotation: Any) -> tuple[type, tuple]:
 
 
 def iter_flags(model: type[BaseModel] = BeamConfig) -> Iterator[Flag]:
-    """Every leaf setting of ``model``; node settings drop their ``node.`` prefix."""
+    """Every leaf setting of ``model``; node settings drop their ``node.`` prefix.
 
-    def walk(cls: type[BaseModel], path: tuple[str, ...]) -> Iterator[Flag]:
+    The default shown is the effective one: a nested model's own default instance wins over its
+    class defaults (``protocol.outer`` defaults to ``OuterConfig(name="sgd", lr=2.0)``, not to
+    the class's ``nesterov``).
+    """
+
+    def walk(cls: type[BaseModel], path: tuple[str, ...], instance: Any) -> Iterator[Flag]:
         for field_name, info in cls.model_fields.items():
             kind, choices = _leaf_type(info.annotation)
             here = (*path, field_name)
+            default = info.get_default(call_default_factory=True)
+            if instance is not None:
+                default = getattr(instance, field_name)
             if isinstance(kind, type) and issubclass(kind, BaseModel):
-                yield from walk(kind, here)
+                yield from walk(kind, here, default if isinstance(default, BaseModel) else None)
                 continue
             name = ".".join(here[1:] if here[0] == "node" else here)
-            default = "required" if info.is_required() else info.default
+            if info.is_required() and instance is None:
+                default = "required"
             yield Flag(here, name, kind, default, info.description or "", choices)
 
-    yield from walk(model, ())
+    yield from walk(model, (), None)
 
 
-def build_parser(prog: str, description: str, model: type[BaseModel] = BeamConfig):
-    """An argparse parser with one flag per setting plus ``--config``."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument("--config", metavar="FILE.toml", help="read settings from a TOML file")
+# Which settings each entry point reads (by flag-name prefix); every flag is still accepted, but
+# a role's --help lists only these. Protocol settings are shared by every participant.
+ROLE_SETTINGS: dict[str, tuple[str, ...]] = {
+    "miner": ("protocol.", "netuid", "room", "run", "wallet.", "subtensor.", "logging.",
+              "neuron.", "storage.", "wandb."),
+    "validator": ("protocol.", "netuid", "room", "run", "wallet.", "subtensor.", "logging.",
+                  "neuron.", "storage.", "wandb."),
+    "holder": ("protocol.", "netuid", "room", "run", "wallet.", "subtensor.", "logging.",
+               "neuron.", "storage.", "data.", "wandb."),
+    "chain": ("netuid", "wallet.", "subtensor.", "logging."),
+}  # fmt: skip
+
+SECRETS_HELP = (
+    "Secrets are never flags: a wallet password comes from BT_WALLET_PASSWORD or the file named "
+    "by BT_WALLET_PASSWORD_FILE; this node's bucket keys from BEAM_S3_ACCESS_KEY_ID and "
+    "BEAM_S3_SECRET_ACCESS_KEY (or the files named by --storage.credentials.access_key_id_file "
+    "and --storage.credentials.secret_access_key_file); the read-only pair committed on chain "
+    "from BEAM_S3_READ_ACCESS_KEY_ID and BEAM_S3_READ_SECRET_ACCESS_KEY (docs/storage.md). "
+    "Precedence: flag > BEAM_* environment variable > --config file > default "
+    "(docs/configuration.md)."
+)
+
+
+def _version() -> str:
+    from . import __version__
+    from .storage.keys import PROTOCOL_VERSION
+
+    return f"beam {__version__} (protocol v{PROTOCOL_VERSION})"
+
+
+class ArgParser(argparse.ArgumentParser):
+    """argparse that reports a bad command line as one ConfigError line, not a usage dump.
+
+    Abbreviations are refused unless asked for: ``--serv`` must not quietly mean ``--serve``.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:  # argparse calls this for every bad argument
+        raise ConfigError(_suggest(message, self._option_string_actions)) from None
+
+
+def _suggest(message: str, known: Mapping[str, Any]) -> str:
+    """``unrecognized arguments: --wallet.nmae`` -> the same with ``did you mean --wallet.name``."""
+    if message.startswith("unrecognized arguments:"):
+        words = [w for w in message.split(":", 1)[1].split() if w.startswith("--")]
+        hints = []
+        for word in words:
+            close = difflib.get_close_matches(word.split("=", 1)[0], list(known), n=1, cutoff=0.6)
+            hints.append(f"{word} (did you mean {close[0]}?)" if close else word)
+        if hints:
+            return f"unknown flag {', '.join(hints)}; see --help for every flag"
+    return f"{message}; see --help"
+
+
+def build_parser(
+    prog: str,
+    description: str,
+    model: type[BaseModel] = BeamConfig,
+    role: str | None = None,
+) -> argparse.ArgumentParser:
+    """An argparse parser with one flag per setting plus ``--config`` and ``--version``.
+
+    Abbreviated flags are refused (``--wallet.n`` is not ``--wallet.name``); a boolean setting
+    takes ``--x`` / ``--no-x``. With ``role`` (a key of ``ROLE_SETTINGS``) the help lists only
+    the settings that role reads; the others are still accepted.
+    """
+    parser = ArgParser(
+        prog=prog, usage=f"{prog} [--config FILE.toml] [--SETTING VALUE ...]",
+        description=description, epilog=SECRETS_HELP,
+    )  # fmt: skip
+    parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument(
+        "--config", metavar="FILE.toml",
+        help="read settings from a TOML file ([protocol] table for the shared settings)",
+    )  # fmt: skip
+    shown = ROLE_SETTINGS.get(role or "")
+    groups: dict[str, argparse._ArgumentGroup] = {}
     for flag in iter_flags(model):
         default = ",".join(map(str, flag.default)) if flag.kind is tuple else flag.default
         choices = f"; one of {', '.join(map(str, flag.choices))}" if flag.choices else ""
         text = f"{flag.help} (default: {default}{choices}; env {flag.env})".replace("%", "%%")
+        if shown is not None and not flag.name.startswith(shown):
+            text = argparse.SUPPRESS
+        section = flag.name.split(".", 1)[0] if "." in flag.name else "node"
+        if section not in groups:
+            title = "protocol (shared by every participant)" if section == "protocol" else section
+            groups[section] = parser.add_argument_group(title)
+        group = groups[section]
         if flag.kind is bool:
-            parser.add_argument(f"--{flag.name}", action="store_true", default=None, help=text)
+            group.add_argument(
+                f"--{flag.name}", action=argparse.BooleanOptionalAction, default=None, help=text
+            )
         else:
             metavar = flag.name.rsplit(".", 1)[-1].upper()
-            parser.add_argument(f"--{flag.name}", default=None, metavar=metavar, help=text)
+            group.add_argument(f"--{flag.name}", default=None, metavar=metavar, help=text)
     return parser
 
 
@@ -154,7 +249,9 @@ def _one_line(error: ValidationError, flags: list[Flag]) -> str:
     name = ".".join(loc[1:] if loc and loc[0] == "node" else loc)
     known = {f.name for f in flags}
     if first["type"] == "extra_forbidden":
-        return f"unknown setting {name!r} (a typo?); see --help for every setting"
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}?" if close else "a typo?"
+        return f"unknown setting {name!r} ({hint}); see --help for every setting"
     where = f"--{name}" if name in known else name
     return f"{where}: {first['msg'].removeprefix('Value error, ')}"
 
@@ -166,9 +263,10 @@ def parse_config(
     description: str = "",
     env: Mapping[str, str] | None = None,
     model: type[BaseModel] = BeamConfig,
+    role: str | None = None,
 ) -> Any:
     """Parse flags, environment and ``--config`` into a validated config (or ConfigError)."""
-    parser = build_parser(prog, description, model)
+    parser = build_parser(prog, description, model, role)
     return resolve(parser.parse_args(argv), env, model)
 
 

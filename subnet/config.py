@@ -48,8 +48,12 @@ class WindowConfig(_Strict):
 
     start_block: int = Field(0, ge=0, description="block where window 0 starts")
     blocks: int = Field(30, ge=3, description="blocks per training window")
-    upload_deadline: int = Field(18, ge=1, description="uploads seen after this offset are late")
-    report_deadline: int = Field(24, ge=2, description="validators report before this offset")
+    upload_deadline: int = Field(
+        18, ge=1, description="offset (blocks) by which uploads must be in; later ones score late"
+    )
+    report_deadline: int = Field(
+        24, ge=2, description="offset by which validators report; the holder merges from here"
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> WindowConfig:
@@ -160,7 +164,9 @@ class NodeConfig(_Strict):
     """Settings local to one node."""
 
     netuid: int = Field(3, ge=0, le=65535, description="subnet uid")
-    room: str = Field("", description="room address (room mode; see docs/rooms.md); empty: subnet mode")
+    room: str = Field(
+        "", description="room address (room mode; see docs/rooms.md); empty: subnet mode"
+    )
     run: str = Field("", description="the room's run to take part in (with --room)")
     wallet: WalletConfig = WalletConfig()
     subtensor: SubtensorConfig = SubtensorConfig()
@@ -195,5 +201,11 @@ def load_toml(path: str | Path) -> dict[str, Any]:
         return tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist; check --config") from None
+    except IsADirectoryError:
+        raise ConfigError(
+            f"--config {path} is a folder; give the TOML file in it (e.g. {path}/protocol.toml)"
+        ) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"config file {path} cannot be read: {error}") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"config file {path} is not valid TOML: {error}") from None

@@ -64,7 +64,8 @@ class Attacker(Miner):
     def metadata(self, window: int, tokens: str = "0") -> dict[str, str]:
         """What an honest upload's metadata says, for this attacker's own assignment."""
         ids = DATA_RULES[self.rt.plan.data_rule](self.rt, self.data, window)(self.rt.hotkey)
-        return {"receipt": sample_receipt(ids), "samples": str(len(ids)), "tokens": tokens,
+        return {"receipt": sample_receipt(ids), "samples": str(len(ids)),
+                "steps": str(self.rt.cfg.protocol.inner.steps), "tokens": tokens,
                 "loss": "0.0", "plan": self.rt.plan.digest}  # fmt: skip
 
     def fetch(self, hotkey: str, window: int, base_version: int | None) -> Envelope | None:
@@ -166,7 +167,12 @@ class LazyTrainer(Attacker):
             upload = super().step(window)
         finally:
             self.data = data
-        upload.metadata["tokens"] = str(samples_per_window(self.rt) * self.rt.cfg.protocol.seq_len)
+        # The honest miner would name the 1-step prefix it trained (and be paid 1/H); this one
+        # claims the whole assignment.
+        tokens = str(samples_per_window(self.rt) * self.rt.cfg.protocol.seq_len)
+        upload.metadata.update(
+            {k: v for k, v in self.metadata(window, tokens).items() if k != "loss"}
+        )
         return upload
 
 

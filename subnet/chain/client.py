@@ -38,11 +38,13 @@ class ChainClient:
     def __init__(self, subtensor: bt.Subtensor, netuid: int) -> None:
         self.subtensor = subtensor
         self.netuid = netuid
+        self.network = ""  # as given to open(); says how to register in error messages
 
     @classmethod
     def open(cls, network: str, netuid: int) -> ChainClient:
         """Connect to ``network`` and check that ``netuid`` exists (ChainSetupError if not)."""
         client = cls(connect(network), netuid)
+        client.network = network
         client.metagraph()
         return client
 
@@ -71,10 +73,13 @@ class ChainClient:
         """The hotkey's uid, or NotRegistered with how to register."""
         uid = self.uid_of(hotkey)
         if uid is None:
+            how = f"`btcli subnets register --netuid {self.netuid}`"
+            if self.network.startswith("sim://"):  # btcli cannot reach simnet
+                how = (f"`python scripts/register.py --subtensor.network {self.network} --netuid "
+                       f"{self.netuid} --fund 100` and this neuron's --wallet.* flags")  # fmt: skip
             raise NotRegistered(
                 f"hotkey {hotkey} is not registered on netuid {self.netuid}; register it with "
-                f"`btcli subnets register --netuid {self.netuid}` (the local stack registers "
-                "its wallets for you)"
+                f"{how} (the local stack registers its own wallets for you)"
             )
         return uid
 

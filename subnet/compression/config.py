@@ -19,7 +19,10 @@ class CompressionConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: CompressorName = "sparseloco-rice"
+    name: CompressorName = Field(
+        "sparseloco-rice",
+        description="pseudo-gradient codec: sparseloco-rice, sparseloco, int8, dense-bf16, dense-fp32",
+    )
     topk: int = Field(
         64, ge=1, description="values kept per full chunk (sparseloco, sparseloco-rice)"
     )

@@ -19,6 +19,7 @@ from ..chain import ChainClient, build_subtensor
 from ..config import ProtocolConfig
 from ..data import TokenDataset
 from ..model import build_model
+from ..monitor.report.load import read_jsonl
 from .neurons import NeuronSet, write_protocol
 from .stack import LocalStack, StackSettings
 
@@ -36,6 +37,7 @@ class RunSettings:
     block_time: float = 0.5
     window_blocks: int = 20
     inner_steps: int = 20
+    min_steps: int = 10
     wandb: str = "offline"
 
     def protocol(self) -> dict[str, Any]:
@@ -44,17 +46,20 @@ class RunSettings:
         return {
             "model": self.preset, "dataset": self.dataset, "seq_len": 64,
             "window": {"blocks": b, "upload_deadline": b // 2, "report_deadline": (7 * b) // 10},
-            "inner": {"steps": self.inner_steps, "micro_batch": 8},
+            "inner": {"steps": self.inner_steps, "micro_batch": 8, "min_steps": self.min_steps},
         }  # fmt: skip
+
+
+class NeuronsExited(RuntimeError):
+    """A neuron of the run stopped on its own; the message names it and the logs folder."""
 
 
 def read_records(path: Path, event: str) -> list[dict]:
     """The ``event`` records of one metrics.jsonl (empty if it does not exist yet)."""
     if not path.exists():
         return []
-    return [
-        r for line in path.read_text().splitlines() if (r := json.loads(line))["event"] == event
-    ]
+    # tolerant of the half-written last line of a file a neuron is appending to
+    return [r for r in read_jsonl(path) if r.get("event") == event]
 
 
 class LocalRun:
@@ -111,7 +116,7 @@ class LocalRun:
         while time.monotonic() < deadline:
             dead = [name for name, up in self.neurons.alive().items() if not up]
             if dead:
-                raise RuntimeError(f"neurons exited early: {dead}; see {self.root / 'logs'}")
+                raise NeuronsExited(f"neurons exited early: {dead}; see {self.root / 'logs'}")
             versions = self.versions()
             for record in versions[seen:]:
                 on_round(record)

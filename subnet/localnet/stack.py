@@ -29,6 +29,7 @@ from ..storage.commitment import ReadSettings, encode_commitment
 from ..storage.config import StorageConfig
 from ..storage.local_server import MotoServer
 from ..storage.s3 import S3Store
+from .lock import StackLock
 from .wallets import DevWallet, dev_wallet, roster
 
 RAO = 1_000_000_000
@@ -76,6 +77,7 @@ class LocalStack:
         self.endpoints: Endpoints | None = None
         self._simnet: SimnetProcess | None = None
         self._s3: MotoServer | None = None
+        self.lock = StackLock(self.root)
 
     @property
     def simnet_url(self) -> str:
@@ -84,8 +86,12 @@ class LocalStack:
         return "http://" + self.endpoints.network.removeprefix("sim://")
 
     def start(self) -> Endpoints:
-        """Bring everything up; returns the endpoints (also written to ``endpoints.json``)."""
+        """Bring everything up; returns the endpoints (also written to ``endpoints.json``).
+
+        Raises StackRunning, touching nothing, when a live stack already runs in ``root``.
+        """
         self.root.mkdir(parents=True, exist_ok=True)
+        self.lock.acquire()
         try:
             network = self._start_simnet()
             self._s3 = MotoServer(log_path=self.root / "logs" / "s3.log")
@@ -98,6 +104,7 @@ class LocalStack:
             network, self.settings.netuid, str(self.root / "wallets"), s3_endpoint, wallets
         )
         (self.root / "endpoints.json").write_text(json.dumps(asdict(self.endpoints), indent=2))
+        self.lock.update(network=network, s3_endpoint=s3_endpoint)
         return self.endpoints
 
     def stop(self) -> None:
@@ -108,6 +115,7 @@ class LocalStack:
         if self._simnet is not None:
             self._simnet.stop()
             self._simnet = None
+        self.lock.release()
 
     def __enter__(self) -> LocalStack:
         self.start()

@@ -40,7 +40,7 @@ from .rules import AGGREGATION_RULES, DATA_RULES, MERGE_WEIGHTS, OUTER_RULES, sa
 from .runtime import Runtime
 from .state import prefixed, unprefixed
 from .steps import Action, Step
-from .uploads import collect_uploads
+from .uploads import collect_uploads, log_uploads
 
 
 def publish_dataset(rt: Runtime) -> None:
@@ -172,17 +172,19 @@ class ModelHolder(BaseNeuron):
         got = collect_uploads(self.rt, window, miners, base_version=self.version,
                               compressor=self.compressor, shapes=shapes, assigned=assigned,
                               lane=self.grads)  # fmt: skip
-        # Units when nobody scored: the work the protocol assigned (receipts checked), never a
-        # number the miner claims.
-        units = {hk: samples_per_window(self.rt) for hk in got.accepted}
+        # Units when nobody scored: the samples each receipt proves trained (the whole
+        # assignment, or the prefix a partial upload names), never a number the miner claims.
+        units = {hk: got.accepted[hk].samples or samples_per_window(self.rt) for hk in got.accepted}
         weights = MERGE_WEIGHTS[self.rt.plan.merge_weights](reports, trusted, units)
         if nobody_scored(reports, trusted - {self.rt.hotkey}, set(got.accepted)):
             # Scorers exist but none scored an upload (down, stalled, or their reports were
             # refused): weighting by units now would give any noise miner full weight.
             logger.warning("window {}: no usable score for any of {} uploads; not merging",
                            window, len(got.accepted))  # fmt: skip
+            log_uploads(self.rt.metrics, window, got, {}, len(reports), empty="no usable score")
             return MergeResult(window, False)
         chosen = [hk for hk in sorted(got.accepted) if weights.get(hk, 0.0) > 0]
+        log_uploads(self.rt.metrics, window, got, weights, len(reports))
         if not chosen:
             logger.info("window {}: nothing to merge ({} uploads)", window, len(got.accepted))
             return MergeResult(window, False, weights)
@@ -192,15 +194,17 @@ class ModelHolder(BaseNeuron):
         load_parameters(self.model, params)
         self.unpublished = window
         self.save()  # a crash while publishing resumes with this exact merge (and momentum)
-        sent = sum(got.accepted[hk].nbytes for hk in got.accepted)
-        # What DDP would have sent for the same work: every step, each of the workers that sent
-        # an upload all-reducing an fp32 gradient in a ring (and receiving as much again).
+        # Bytes and DDP bytes over the same uploads as the merge (the contributors). What DDP
+        # would have sent for the same work: each contributor all-reducing an fp32 gradient of
+        # the whole model in a ring, every step it trained (and receiving as much again).
+        sent = sum(got.accepted[hk].nbytes for hk in chosen)
         n_params = sum(t.numel() for t in params.values())
-        ring = ddp_ring_bytes(len(got.accepted), n_params, p.inner.steps)
+        ring = ddp_ring_bytes(len(chosen), n_params, p.inner.steps)
+        ddp = sum(ddp_ring_bytes(len(chosen), n_params, got.accepted[hk].steps or p.inner.steps)
+                  for hk in chosen)  # fmt: skip
         return MergeResult(window, True, {hk: weights[hk] for hk in chosen}, bytes=sent,
                            tokens=sum(got.accepted[hk].tokens for hk in chosen),
-                           reports=len(reports), ddp_bytes=len(got.accepted) * ring,
-                           ddp_ring_bytes_per_worker=ring,
+                           reports=len(reports), ddp_bytes=ddp, ddp_ring_bytes_per_worker=ring,
                            merge_seconds=round(time.perf_counter() - started, 3))  # fmt: skip
 
     def _reports(self, window: int, trusted: set[str]) -> dict[str, dict[str, float]]:

@@ -5,7 +5,9 @@ syncs to the model version the holder published, trains on the samples the plan'
 names (``assigned``: a pure function of seed, window and hotkey), computes ``start - end``, adds
 its error feedback, compresses (SparseLoCo by default) and writes one signed envelope,
 write-once, to its own bucket on the step's lane. The envelope carries the base model version,
-the plan digest and a receipt of the sample ids, so validators can check all three.
+the plan digest and a receipt of the sample ids, so validators can check all three. It paces
+itself against the upload deadline (``pacer.py``): all steps, a credited prefix of at least
+``inner.min_steps``, or an early skip, never a silent late upload.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ..training import build_inner_optimizer, pseudo_gradient
 from ..training.trainer import Trainer
 from ..wire import publish_envelope
 from .base import BaseNeuron
+from .pacer import Pacer, WindowSkipped  # noqa: F401 (WindowSkipped: re-exported)
 from .replica import Replica
 from .rules import DATA_RULES
 from .state import load_optimizer_state, optimizer_state, prefixed, unprefixed
@@ -51,6 +54,13 @@ class Miner(BaseNeuron):
     """Trains and uploads; keeps its AdamW state and error feedback across windows."""
 
     role = "miner"
+
+    def __init__(self, rt) -> None:
+        super().__init__(rt)
+        self.pacer = Pacer(rt)  # the upload deadline in seconds, and how much work fits
+
+    def observe(self, tick: int, window: int, offset: int) -> None:
+        self.pacer.observe(tick)  # measures the tick (block) time
 
     def setup(self) -> None:
         """The dataset (NotReady until the holder published it), the model and optimizer."""
@@ -87,7 +97,10 @@ class Miner(BaseNeuron):
         start = self.replica.snapshot()
         batches = progress(self.data.batches(ids, p.inner.micro_batch), desc=f"window {window}",
                            total=p.inner.steps * p.inner.accumulation, unit="batch")  # fmt: skip
-        result = self.trainer.train(self.replica.model, batches, p.inner, self.optimizer)
+        paced = self.pacer.train(window, self.replica, batches, self.optimizer,
+                                 train=self.trainer.train)  # fmt: skip
+        result = paced.result
+        ids = ids[: result.steps * p.inner.micro_batch * p.inner.accumulation]  # trained prefix
         delta = pseudo_gradient(start, self.replica.model)
         if not math.isfinite(result.mean_loss) or not all(
             bool(d.isfinite().all()) for d in delta.values()
@@ -109,8 +122,10 @@ class Miner(BaseNeuron):
             window=window, steps=result.steps, tokens=result.tokens,
             loss=result.mean_loss, seconds=result.seconds, bytes=payload_nbytes(payload),
             version=self.replica.version, sync_seconds=round(self.sync_seconds, 3),
+            steps_assigned=p.inner.steps, stopped=paced.stopped,
         )  # fmt: skip
         return Upload(payload, {"receipt": sample_receipt(ids), "samples": str(len(ids)),
+                                "steps": str(result.steps),
                                 "tokens": str(result.tokens), "loss": f"{result.mean_loss:.6f}",
                                 "plan": self.rt.plan.digest})  # fmt: skip
 
@@ -124,6 +139,7 @@ class Miner(BaseNeuron):
         result.key = key
         logger.info("uploaded {} ({})", key, "new" if written else "already there")
         self.rt.metrics.log("train", **self.train_record, **self.rt.meter.take())
+        self.pacer.uploaded(window)  # warns and records when it landed late
 
     def state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         """Model at its version, error feedback, AdamW moments."""

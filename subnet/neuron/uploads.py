@@ -36,10 +36,18 @@ class Received:
     tokens: int  # as the sender reports it: informational only, never a weight
     compressor: Compressor = field(repr=False)
     shapes: Mapping[str, tuple[int, ...]] = field(repr=False)
+    samples: int = 0  # samples trained: a prefix of the assignment, proven by the receipt
+    assigned: int = 0  # samples assigned (H steps' worth)
+    steps: int = 0  # inner steps the samples amount to
 
     def decode(self) -> dict[str, torch.Tensor]:
         """The decoded update, decoded afresh on every call: use it and let it go."""
         return self.compressor.decode(self.payload, self.shapes)
+
+    @property
+    def fraction(self) -> float:
+        """Share of the assigned work this upload proves (1.0 for a full window)."""
+        return self.samples / self.assigned if self.assigned else 1.0
 
 
 @dataclass
@@ -122,16 +130,42 @@ def _accept(
     meta = dict(envelope.metadata)
     if meta.get("plan") != rt.plan.digest:
         raise _Refused("wrong_plan")  # trained under another run plan or protocol settings
-    if meta.get("receipt") != sample_receipt(assigned(hotkey)):
-        raise _Refused("bad_receipt")  # not trained on the assigned samples
+    ids = assigned(hotkey)
+    inner = rt.cfg.protocol.inner
+    per_step = inner.micro_batch * inner.accumulation
+    samples = trained_prefix(meta, ids, per_step, inner.least_steps())
     tokens = meta.get("tokens", "0")
     if not tokens.isdigit() or len(tokens) > 12:
         raise _Refused("bad_metadata")
     reason = compressor.validate(envelope.tensors, shapes)
     if reason is not None:
         raise _Refused(reason)
+    steps = samples // per_step if samples < len(ids) else inner.steps
     return Received(hotkey, envelope.tensors, meta, int(envelope.header.payload_bytes),
-                    int(tokens), compressor, shapes)  # fmt: skip
+                    int(tokens), compressor, shapes, samples, len(ids), steps)  # fmt: skip
+
+
+def trained_prefix(meta: Mapping[str, str], ids: list[int], per_step: int, least_steps: int) -> int:
+    """How many of the assigned ``ids`` the upload proves it trained: a prefix, or refused.
+
+    A miner short of time trains the first ``k`` steps of its assignment and says so:
+    ``samples = k x per_step`` and a receipt of ``ids[:samples]``. Anything else is refused:
+    a count that is not whole steps or exceeds the assignment, a receipt of any other ids
+    (``bad_receipt``), or fewer than the protocol's ``least_steps`` (``too_few_steps``). Without
+    a ``samples`` field the upload claims the whole assignment.
+    """
+    full = len(ids)
+    raw = meta.get("samples", str(full))
+    if not raw.isdigit() or len(raw) > 12:
+        raise _Refused("bad_metadata")
+    samples = int(raw)
+    if samples > full or (samples != full and samples % per_step):
+        raise _Refused("bad_receipt")
+    if samples < min(full, least_steps * per_step):
+        raise _Refused("too_few_steps")
+    if meta.get("receipt") != sample_receipt(ids[:samples]):
+        raise _Refused("bad_receipt")  # not trained on (a prefix of) the assigned samples
+    return samples
 
 
 def support(delta: Mapping[str, torch.Tensor]) -> frozenset[int]:
@@ -143,3 +177,20 @@ def support(delta: Mapping[str, torch.Tensor]) -> frozenset[int]:
         indices.extend((torch.nonzero(flat).reshape(-1) + offset).tolist())
         offset += flat.numel()
     return frozenset(indices)
+
+
+def log_uploads(metrics, window: int, got: WindowUploads, weights: Mapping[str, float],
+                reports: int, empty: str | None = None) -> None:  # fmt: skip
+    """One ``uploads`` metrics record: every sender's outcome this window, and why it is empty
+    (``empty`` overrides the reason the weights give)."""
+    verdicts = {hk: "accepted" for hk in got.accepted}
+    verdicts |= {hk: "missing" for hk in got.missing} | {hk: "stale" for hk in got.stale}
+    verdicts |= {hk: f"rejected:{why}" for hk, why in got.rejected.items()}
+    merged = sorted(hk for hk in got.accepted if weights.get(hk, 0.0) > 0)
+    if empty is None:
+        empty = "" if merged else ("no uploads" if not got.accepted else "no positive score")
+    else:
+        merged = []
+    metrics.log("uploads", window=window, verdicts=dict(sorted(verdicts.items())),
+                merged=merged, reports=reports, empty=empty,
+                samples={hk: u.samples for hk, u in got.accepted.items()})  # fmt: skip

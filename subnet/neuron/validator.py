@@ -14,7 +14,7 @@ scores are offered to the runtime's weight sink (on a chain: weights every tempo
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import torch
@@ -149,6 +149,8 @@ class Validator(BaseNeuron):
         self.rt.metrics.log(
             "scores", window=window, version=self.replica.version,
             verdicts={hk: [v.reason, v.score] for hk, v in verdicts.items()}, moving=self.moving,
+            details={hk: v.detail for hk, v in verdicts.items() if v.detail},
+            empty=not got.accepted,
             **self.rt.meter.take(),  # this window's fetches; its report counts in the next
         )  # fmt: skip
         self.first_seen = {k: b for k, b in self.first_seen.items() if k[0] > window}
@@ -173,7 +175,8 @@ class Validator(BaseNeuron):
         """Per-sample evaluation of every upload, and the copies the own-data evidence names."""
         p = self.rt.cfg.protocol
         assigned, n = self.assigned(window), p.eval_samples
-        own = {hk: own_subset(assigned(hk), n) for hk in accepted}
+        # A partial upload is evaluated on the prefix it trained (its receipt proves which).
+        own = {hk: own_subset(assigned(hk)[: u.samples or None], n) for hk, u in accepted.items()}
         deltas = _Decoded(accepted)  # decoded on use: one dense update alive at a time
         # Copy fingerprints need sparsity: a dense codec (support None) sends every index.
         shapes = {k: tuple(v.shape) for k, v in self.replica.state.items()}
@@ -191,6 +194,7 @@ class Validator(BaseNeuron):
                             lambda ids: self.data.batches(ids, p.inner.micro_batch))  # fmt: skip
         random_ids = random_sample_ids(n, self.data.split_samples("train"))
         evaluations, fits = assess_window(probe, deltas, own, random_ids, matches, match_ids)
+        evaluations = [replace(ev, fraction=accepted[ev.hotkey].fraction) for ev in evaluations]
         self.fingerprints.record(window, prints)
         self.rt.metrics.log("fingerprints", window=window, overlap=overlap_summary(prints, history),
                             matches=[[m.hotkey, m.source, m.window, round(m.overlap, 4),

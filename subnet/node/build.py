@@ -17,6 +17,7 @@ from ..config import BeamConfig
 from ..membership.chain import ChainMembership, JoinSettings
 from ..monitor import MetricsSink
 from ..neuron.runtime import Runtime
+from ..preflight import bucket_hint
 from ..storage.base import StorageError
 from ..storage.counting import ByteMeter, CountingStore, counting_factory
 from ..storage.readers import ReaderPool, s3_reader
@@ -49,7 +50,8 @@ def build_runtime(cfg: BeamConfig, role: str) -> Runtime:
     try:
         store.check()
     except StorageError as error:
-        raise ChainSetupError(f"this node's bucket is not usable: {error}") from None
+        hint = bucket_hint(node.storage, error.reason)
+        raise ChainSetupError(f"this node's bucket is not usable: {error}; {hint}") from None
     network = node.subtensor.network
     local = network.startswith(LOCAL_NETWORK_PREFIXES) or network == "local"
     meter = ByteMeter()  # every byte through our bucket and the peers' readers is counted

@@ -10,6 +10,7 @@ from loguru import logger
 from ..cli import parse_config, run_guarded
 from ..logs import setup_logging
 from ..neuron.base import BaseNeuron
+from ..preflight import preflight
 from ..training.distributed import RankFailure, launch, rank_suffix
 from .build import build_runtime
 
@@ -18,7 +19,9 @@ def run_role(role: type[BaseNeuron], description: str, argv: list[str] | None = 
     """Parse flags, build the runtime, run the role until a signal or ``--neuron.max_windows``."""
 
     def main() -> int:
-        cfg = parse_config(argv, prog=f"neurons/{role.role}.py", description=description)
+        cfg = parse_config(argv, prog=f"neurons/{role.role}.py", description=description,
+                           role=role.role)  # fmt: skip
+        preflight(cfg, role.role)  # local mistakes first, before any network call
         log, node = cfg.node.logging, cfg.node
         name = f"{role.role}-{node.wallet.name}-{node.wallet.hotkey}{rank_suffix()}"
         setup_logging(debug=log.debug, trace=log.trace, log_dir=log.dir, node=name)

@@ -44,6 +44,7 @@ class Evaluation:
     loss_before_random: float
     loss_after_random: float
     specific: Specificity | None = None
+    fraction: float = 1.0  # share of the assigned steps trained (a partial upload: k / H)
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,11 @@ def window_score(ev: Evaluation, cfg: ScoringConfig, r_reference: float | None =
       weakened one) loses its credit.
 
     Continuous in every measurement, so no small change flips a score from full to nothing.
+
+    A partial upload (``k`` of ``H`` steps, ``fraction = k / H``; its own samples are drawn from
+    the prefix it trained) earns ``fraction`` times that: the first steps of a window give the
+    largest loss drops, so without the factor a miner training a fraction of the work would
+    earn more than that fraction.
     """
     if not _finite_losses(ev) or ev.specific is None:
         return 0.0
@@ -114,7 +120,8 @@ def window_score(ev: Evaluation, cfg: ScoringConfig, r_reference: float | None =
     if proven <= 0.0:
         return 0.0
     score = proven + cfg.unproven_credit * min(a, r)
-    return score * usefulness(r, r_reference, cfg.harm_tolerance)
+    fraction = min(1.0, max(0.0, ev.fraction))
+    return score * usefulness(r, r_reference, cfg.harm_tolerance) * fraction
 
 
 def random_reference(evaluations: Iterable[Evaluation], cfg: ScoringConfig) -> float | None:
@@ -144,7 +151,9 @@ def _evaluated(evaluations: Iterable[Evaluation], cfg: ScoringConfig) -> dict[st
         if ev.hotkey in out:
             raise ValueError(f"two evaluations for hotkey {ev.hotkey!r}")
         if _finite_losses(ev):
-            out[ev.hotkey] = Verdict(ev.hotkey, window_score(ev, cfg, reference), "scored")
+            partial = f"partial {ev.fraction:.2f}" if ev.fraction < 1.0 else ""
+            out[ev.hotkey] = Verdict(ev.hotkey, window_score(ev, cfg, reference), "scored",
+                                     partial)  # fmt: skip
         else:
             out[ev.hotkey] = Verdict(ev.hotkey, 0.0, "rejected", "non_finite_loss")
     return out

@@ -23,11 +23,21 @@ class CredentialSource(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    access_key_id_env: str = "BEAM_S3_ACCESS_KEY_ID"
-    secret_access_key_env: str = "BEAM_S3_SECRET_ACCESS_KEY"
-    access_key_id_file: Path | None = None
-    secret_access_key_file: Path | None = None
-    anonymous: bool = False
+    access_key_id_env: str = Field(
+        "BEAM_S3_ACCESS_KEY_ID", description="environment variable holding the write key id"
+    )
+    secret_access_key_env: str = Field(
+        "BEAM_S3_SECRET_ACCESS_KEY", description="environment variable holding the write secret"
+    )
+    access_key_id_file: Path | None = Field(
+        None, description="file holding only the write key id (wins over the variable)"
+    )
+    secret_access_key_file: Path | None = Field(
+        None, description="file holding only the write secret, e.g. /run/secrets/beam_s3_secret"
+    )
+    anonymous: bool = Field(
+        False, description="send unsigned requests (a public-read bucket; reads only)"
+    )
 
 
 class StorageConfig(BaseModel):
@@ -40,21 +50,44 @@ class StorageConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    bucket: str = Field(min_length=3, max_length=63)
-    endpoint_url: str | None = None
-    region: str = "us-east-1"
-    prefix: str = ""  # every key is stored under this prefix, e.g. "beam/" or a room's prefix
-    addressing_style: str = "auto"  # "auto" | "path" | "virtual"
-    connect_timeout_s: float = Field(default=5.0, gt=0)
-    read_timeout_s: float = Field(default=30.0, gt=0)  # per socket read, not per object
+    bucket: str = Field(
+        min_length=3, max_length=63, description="this node's own bucket (it writes here)"
+    )
+    endpoint_url: str | None = Field(
+        None,
+        description="S3 endpoint URL; unset for AWS S3 (R2: https://<account>.r2.cloudflarestorage.com)",
+    )
+    region: str = Field("us-east-1", description="bucket region; auto for Cloudflare R2")
+    prefix: str = Field("", description="every key is stored under this prefix, e.g. beam/")
+    addressing_style: str = Field(
+        "auto", description="auto, path or virtual (path suits MinIO, moto and local servers)"
+    )
+    connect_timeout_s: float = Field(
+        default=5.0, gt=0, description="seconds per connection attempt"
+    )
+    read_timeout_s: float = Field(
+        default=30.0, gt=0, description="seconds per socket read (not per object)"
+    )
     # Per call, every attempt and the whole body included: this much, plus size / min rate.
-    object_deadline_s: float = Field(default=60.0, gt=0)
-    min_rate_bytes_s: float = Field(default=1 * MIB, gt=0)  # slower than this is cut off
-    max_attempts: int = Field(default=5, ge=1, le=20)  # total attempts per call, first included
-    backoff_base_s: float = Field(default=0.25, ge=0)  # first retry waits up to this, then doubles
-    backoff_max_s: float = Field(default=8.0, ge=0)
-    multipart_threshold_bytes: int = Field(default=64 * MIB, ge=S3_MIN_PART_BYTES)
-    multipart_part_bytes: int = Field(default=16 * MIB, ge=S3_MIN_PART_BYTES)
+    object_deadline_s: float = Field(
+        default=60.0, gt=0, description="seconds per storage call, plus size / min_rate_bytes_s"
+    )
+    min_rate_bytes_s: float = Field(
+        default=1 * MIB, gt=0, description="a transfer slower than this (bytes/s) is cut off"
+    )
+    max_attempts: int = Field(
+        default=5, ge=1, le=20, description="tries per storage call, the first included"
+    )
+    backoff_base_s: float = Field(
+        default=0.25, ge=0, description="first retry waits up to this, then doubles (jittered)"
+    )
+    backoff_max_s: float = Field(default=8.0, ge=0, description="longest wait between retries")
+    multipart_threshold_bytes: int = Field(
+        default=64 * MIB, ge=S3_MIN_PART_BYTES, description="objects larger go up in parts"
+    )
+    multipart_part_bytes: int = Field(
+        default=16 * MIB, ge=S3_MIN_PART_BYTES, description="size of each multipart part"
+    )
     credentials: CredentialSource = CredentialSource()
 
     @field_validator("endpoint_url")

@@ -19,17 +19,35 @@ class InnerConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    lr: float = Field(1e-3, gt=0)
-    weight_decay: float = Field(0.1, ge=0)
-    betas: tuple[float, float] = (0.9, 0.95)
-    eps: float = Field(1e-8, gt=0)
+    lr: float = Field(1e-3, gt=0, description="AdamW learning rate of the inner steps")
+    weight_decay: float = Field(
+        0.1, ge=0, description="AdamW decoupled weight decay (matrices only; not norms, biases)"
+    )
+    betas: tuple[float, float] = Field(
+        (0.9, 0.95), description="AdamW betas, comma-separated: beta1,beta2"
+    )
+    eps: float = Field(1e-8, gt=0, description="AdamW epsilon")
     steps: int = Field(30, ge=1, description="H: optimizer steps per round")
+    min_steps: int = Field(
+        10,
+        ge=1,
+        description=(
+            "fewest steps an upload may train: a miner short of time trains a prefix of its "
+            "assignment (at least this many steps, capped at steps) and is credited pro rata"
+        ),
+    )
     grad_clip: float = Field(1.0, ge=0, description="max global grad norm; 0 disables clipping")
     micro_batch: int = Field(
         8, ge=1, description="sequences per micro-batch (read by the data side)"
     )
     accumulation: int = Field(1, ge=1, description="micro-batches per optimizer step")
-    bf16_autocast: bool = False
+    bf16_autocast: bool = Field(
+        False, description="run forward passes under bf16 autocast (GPUs that support it)"
+    )
+
+    def least_steps(self) -> int:
+        """The fewest steps an upload may train: ``min_steps``, capped at ``steps``."""
+        return min(self.min_steps, self.steps)
 
 
 class OuterConfig(BaseModel):
@@ -43,9 +61,11 @@ class OuterConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: OuterName = "nesterov"
-    lr: float = Field(0.7, gt=0)
-    momentum: float = Field(0.9, ge=0, lt=1)
+    name: OuterName = Field(
+        "nesterov", description="outer optimizer: sgd (SparseLoCo), nesterov (DiLoCo) or fedavg"
+    )
+    lr: float = Field(0.7, gt=0, description="outer learning rate (sgd, nesterov)")
+    momentum: float = Field(0.9, ge=0, lt=1, description="Nesterov momentum (nesterov only)")
 
 
 class AggregationConfig(BaseModel):
@@ -58,8 +78,13 @@ class AggregationConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    rule: AggregationRule = "mean"
-    clip_to_median_norm: bool = True
+    rule: AggregationRule = Field(
+        "mean",
+        description="how the holder combines uploads: mean, sparse_mean, median, trimmed_mean",
+    )
+    clip_to_median_norm: bool = Field(
+        True, description="clip every upload to the median norm before combining (robustness)"
+    )
     trim_ratio: float = Field(
         0.1, ge=0, lt=0.5, description="fraction cut at each end (trimmed_mean)"
     )

@@ -5,7 +5,7 @@ figures; ``render_page`` writes the HTML; ``make_server`` serves it live on loop
 """
 
 from .html import render_page
-from .load import Run, load_run
+from .load import Run, load_run, metrics_files
 from .serve import RunPageServer, make_server
 from .summary import Headline, RosterRow, RoundRow, headline, loss_curve, roster, round_rows
 
@@ -19,6 +19,7 @@ __all__ = [
     "load_run",
     "loss_curve",
     "make_server",
+    "metrics_files",
     "render_page",
     "round_rows",
     "roster",

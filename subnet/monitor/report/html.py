@@ -18,6 +18,7 @@ from .units import (
     fmt_ratio,
     fmt_seconds,
     fmt_share,
+    fmt_windows,
 )
 
 CSS = """
@@ -60,6 +61,9 @@ tr:last-child td { border-bottom: none; }
   font-weight: 600; }
 .pill.active { color: var(--good); background: var(--good-bg); }
 .pill.idle { color: var(--muted); background: var(--idle-bg); }
+.pill.warn { color: #92400e; background: #fef3c7; }
+.alert { background: #fffbeb; border: 1px solid #fcd34d; color: #78350f; border-radius: 12px;
+  padding: 12px 16px; margin-bottom: 18px; }
 .bar { display: inline-block; width: 64px; height: 6px; background: var(--idle-bg);
   border-radius: 3px; margin-left: 8px; vertical-align: middle; overflow: hidden; }
 .bar i { display: block; height: 100%; background: var(--accent); }
@@ -77,9 +81,11 @@ def render_page(
     refresh_tag = f'<meta http-equiv="refresh" content="{int(refresh)}">' if refresh else ""
     body = "".join([
         _header(run, now, live=bool(refresh)),
+        _stall(head),
         _cards(head),
         _chart(run, head),
-        _roster(summary.roster(run)),
+        _roster(summary.roster(run), show_traffic=bool(run.traffic),
+                show_incentive=bool(run.chain)),
         _rounds(summary.round_rows(run, last=recent), total=head.rounds),
         _failures(run),
         "<footer>Rendered by scripts/report.py from the run's metrics files; "
@@ -132,9 +138,31 @@ def _cards(h: summary.Headline) -> str:
         _card("Nodes", fmt_int(h.nodes) if h.nodes else DASH, roles),
         _card("Avg throughput", fmt_int(h.throughput), "merged tokens per wall-clock second",
               unit="tok/s"),
-        _card("Tokens trained", fmt_int(h.tokens) if h.rounds else DASH, "merged into the model"),
+        _card("Tokens merged", fmt_int(h.tokens) if h.rounds else DASH, _tokens_note(h)),
         _card("Bandwidth vs DDP", fmt_ratio(h.saved), saved_note, unit="less"),
     ]) + "</section>"  # fmt: skip
+
+
+def _tokens_note(h: summary.Headline) -> str:
+    if not h.tokens_trained:
+        return "merged into the model"
+    unmerged = max(0, h.tokens_trained - h.tokens)
+    return f"of {fmt_int(h.tokens_trained)} trained ({fmt_int(unmerged)} not merged)"
+
+
+def _stall(h: summary.Headline) -> str:
+    """A banner when rounds stopped coming: how long, and what the windows since looked like."""
+    n = h.windows_without_round
+    if h.latest_window is None or n < summary.RECENT_WINDOWS:
+        return ""
+    last = (f"last round merged window {h.last_round_window}" if h.last_round_window is not None
+            else "no round merged yet")  # fmt: skip
+    bits = [f"<b>No new round for {n} windows</b> ({last}; newest window {h.latest_window})."]
+    if h.empty_windows:
+        bits.append(f"Empty windows (nothing to merge): {escape(fmt_windows(h.empty_windows))}.")
+    if h.late_uploads:
+        bits.append(f"{h.late_uploads} miner upload(s) landed after the upload deadline.")
+    return f'<div class="alert">{" ".join(bits)}</div>'
 
 
 def _chart(run: Run, h: summary.Headline) -> str:
@@ -167,21 +195,48 @@ def _table(headers: list[tuple[str, bool]], rows: list[list[str]], empty: str) -
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _roster(rows: list[summary.RosterRow]) -> str:
+def _verdict_cell(r: summary.RosterRow) -> str:
+    if not r.verdicts:
+        return DASH
+    order = ("scored", "late", "missing", "stale", "rejected", "copied")
+    counts = sorted(r.verdicts.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order
+                                                         else len(order), kv[0]))  # fmt: skip
+    text = " · ".join(f"{escape(k)} {v}" for k, v in counts)
+    last = f'<br><span class="hk">last: {escape(r.last_verdict)}</span>' if r.last_verdict else ""
+    return text + last
+
+
+def _roster(rows: list[summary.RosterRow], show_traffic: bool = False,
+            show_incentive: bool = False) -> str:  # fmt: skip
     headers = [("participant", False), ("role", False), ("status", False), ("rounds", True),
-               ("tokens", True), ("tokens/s", True), ("share", True)]  # fmt: skip
+               ("tokens merged", True), ("tokens trained", True), ("tokens/s", True),
+               ("share", True), ("train loss", True), ("verdicts", False),
+               ("weight on chain", True)]  # fmt: skip
+    if show_incentive:
+        headers.append(("incentive", True))
+    if show_traffic:
+        headers.append(("bytes up / down", True))
     cells = []
     for r in rows:
         share = fmt_share(r.share)
         if r.share is not None:
             width = max(0.0, min(r.share, 1.0)) * 100
             share += f'<span class="bar"><i style="width:{width:.0f}%"></i></span>'
-        cells.append([
+        pill = {"active": "active", "idle": "idle"}.get(r.status, "warn")
+        row = [
             f'<span class="who">{escape(r.name)}</span> <span class="hk">{escape(r.hotkey[:8])}</span>',
             f'<span class="role">{escape(r.role)}</span>',
-            f'<span class="pill {r.status}">{r.status}</span>',
-            fmt_int(r.rounds), fmt_int(r.tokens), fmt_int(r.tokens_per_s), share,
-        ])  # fmt: skip
+            f'<span class="pill {pill}">{escape(r.status)}</span>',
+            fmt_int(r.rounds), fmt_int(r.tokens_merged), fmt_int(r.tokens),
+            fmt_int(r.tokens_per_s), share, fmt_loss(r.loss), _verdict_cell(r),
+            fmt_share(r.weight),
+        ]  # fmt: skip
+        if show_incentive:
+            row.append(fmt_share(r.incentive))
+        if show_traffic:
+            up, down = r.traffic or (None, None)
+            row.append(f"{fmt_bytes(up)} / {fmt_bytes(down)}")
+        cells.append(row)
     table = _table(headers, cells, "No participants known yet.")
     return f'<section class="panel"><h2>Roster</h2>{table}</section>'
 

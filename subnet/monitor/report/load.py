@@ -65,6 +65,7 @@ class Scores:
     version: int | None
     verdicts: dict[str, tuple[str, float]]
     moving: dict[str, float]
+    details: dict[str, str] = field(default_factory=dict)  # rejection code, copied-from ...
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class Weights:
     ok: bool
     reason: str
     weights: dict[str, float]
+    by_hotkey: dict[str, float] = field(default_factory=dict)  # the same weights, by hotkey
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,28 @@ class Failure:
     role: str
     window: int | None
     reason: str
+
+
+@dataclass(frozen=True)
+class WindowOutcome:
+    """The holder's view of one window: each sender's outcome and why nothing merged."""
+
+    t: float
+    window: int
+    verdicts: dict[str, str]  # hotkey -> accepted, missing, stale, rejected:<code>
+    merged: list[str]
+    empty: str  # "" when something merged; else "no uploads" or "no positive score"
+
+
+@dataclass(frozen=True)
+class UploadTiming:
+    """A miner's upload against the deadline (``late``: it landed at or after it)."""
+
+    t: float
+    hotkey: str
+    window: int
+    late: bool
+    seconds_to_deadline: float | None
 
 
 @dataclass
@@ -108,6 +132,17 @@ class Run:
     scores: list[Scores] = field(default_factory=list)
     weights: list[Weights] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
+    windows: list[WindowOutcome] = field(default_factory=list)
+    uploads: list[UploadTiming] = field(default_factory=list)
+    traffic: dict[str, list[int]] = field(default_factory=dict)  # hotkey -> [bytes up, down]
+    chain: dict[str, dict[str, float]] = field(default_factory=dict)  # hotkey -> incentive ...
+
+    def latest_window(self) -> int | None:
+        """The newest window any neuron logged (the run's "now")."""
+        windows = [r.window for r in (*self.trains, *self.scores, *self.windows, *self.uploads)]
+        windows += [v.window for v in self.versions if v.version > 0]
+        windows += [f.window for f in self.failures if f.window is not None]
+        return max(windows) if windows else None
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -123,18 +158,39 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return records
 
 
+def metrics_files(path: str | Path) -> list[Path]:
+    """Every neuron's ``metrics.jsonl`` under a run folder.
+
+    A local run keeps them in ``path/state/<neuron>/``; a hand-started neuron in
+    ``<--neuron.state_dir>/<neuron>/`` (default ``.beam/state``), so ``path`` may also be that
+    state folder itself, or the folder above it.
+    """
+    path = Path(path)
+    return sorted(set(path.glob("state/*/metrics.jsonl")) | set(path.glob("*/metrics.jsonl")))
+
+
 def load_run(path: str | Path) -> Run:
-    """Read ``path/run.json`` and every ``path/state/*/metrics.jsonl`` into a :class:`Run`."""
+    """Read ``path/run.json`` and every neuron's ``metrics.jsonl`` (see :func:`metrics_files`)."""
     path = Path(path)
     run = _read_header(path)
-    for metrics in sorted(path.glob("state/*/metrics.jsonl")):
+    for metrics in metrics_files(path):
         for record in read_jsonl(metrics):
             _add(run, record)
     versions = {v.version: v for v in sorted(run.versions, key=lambda v: v.t)}  # last one wins
     run.versions = sorted(versions.values(), key=lambda v: v.version)
-    for records in (run.trains, run.scores, run.weights, run.failures):
+    for records in (run.trains, run.scores, run.weights, run.failures, run.windows, run.uploads):
         records.sort(key=lambda r: r.t)
+    run.chain = _read_chain(path)
     return run
+
+
+def _read_chain(path: Path) -> dict[str, dict[str, float]]:
+    """``chain.json`` (written by the demo at the end): incentive and dividends per hotkey."""
+    try:
+        data = json.loads((path / "chain.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return {str(k): _numbers(v) for k, v in _dict(data).items()}
 
 
 def _read_header(path: Path) -> Run:
@@ -168,6 +224,11 @@ def _add(run: Run, r: dict[str, Any]) -> None:
     if hotkey and hotkey not in run.participants:
         run.participants[hotkey] = Participant(hotkey, hotkey[:8], role)
     event = r.get("event")
+    up, down = _int(r.get("bytes_up")), _int(r.get("bytes_down"))
+    if hotkey and (up is not None or down is not None):  # fields a later version may add
+        totals = run.traffic.setdefault(hotkey, [0, 0])
+        totals[0] += up or 0
+        totals[1] += down or 0
     if event == "version" and _int(r.get("version")) is not None:
         contributors = _numbers(r.get("contributors"))
         run.versions.append(Version(
@@ -188,13 +249,26 @@ def _add(run: Run, r: dict[str, Any]) -> None:
             if isinstance(v, list | tuple) and len(v) == 2 and _float(v[1]) is not None
         }
         moving = _numbers(r.get("moving"))
-        run.scores.append(
-            Scores(t, hotkey, _int(r.get("window"), 0), _int(r.get("version")), verdicts, moving)
-        )
+        details = {str(k): str(v) for k, v in _dict(r.get("details")).items()}
+        run.scores.append(Scores(
+            t, hotkey, _int(r.get("window"), 0), _int(r.get("version")), verdicts, moving, details
+        ))  # fmt: skip
     elif event == "weights":
         weights = _numbers(r.get("weights"))
         run.weights.append(Weights(
-            t, hotkey, _int(r.get("block")), bool(r.get("ok")), str(r.get("reason") or ""), weights
+            t, hotkey, _int(r.get("block")), bool(r.get("ok")), str(r.get("reason") or ""), weights,
+            _numbers(r.get("by_hotkey")),
+        ))  # fmt: skip
+    elif event == "uploads" and _int(r.get("window")) is not None:
+        merged = r.get("merged") if isinstance(r.get("merged"), list) else []
+        run.windows.append(WindowOutcome(
+            t, _int(r.get("window"), 0), {str(k): str(v) for k, v in _dict(r.get("verdicts")).items()},
+            [str(m) for m in merged], str(r.get("empty") or ""),
+        ))  # fmt: skip
+    elif event == "upload" and _int(r.get("window")) is not None:
+        run.uploads.append(UploadTiming(
+            t, hotkey, _int(r.get("window"), 0), bool(r.get("late")),
+            _float(r.get("seconds_to_deadline")),
         ))  # fmt: skip
     elif event == "window_failed":
         run.failures.append(

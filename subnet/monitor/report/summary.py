@@ -7,18 +7,25 @@ Definitions (DESIGN.md §8):
   ``sync_seconds`` for that round's window; *saved ratio* is ``ddp_bytes / bytes``;
 - a participant's *tokens/s* is its summed tokens over its summed compute seconds, and its *share*
   is its summed merge weight over all rounds divided by the number of rounds;
-- a participant is *active* if it did its job (miner: trained, validator: scored, holder: merged)
-  in the last two rounds' windows or later, else *idle*.
+- a participant's status is judged against the newest window any neuron logged (the run's
+  "now"), over that window and the two before it: *active* if it did its job there (miner: an
+  upload merged, validator: scored, holder: merged); a miner that trained but was not merged is
+  *not merged* (late, missing or rejected), a holder that found nothing to merge is *stalled*;
+  anyone else *idle*;
+- *tokens merged* (headline and roster) count the merged contributors' tokens; *tokens trained*
+  count every window a miner trained, merged or not;
+- a round's *nodes*, *bytes* and *DDP bytes* are over the same uploads: the contributors merged.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .load import Run, Train, Version
 
 ROLE_ORDER = {"holder": 0, "validator": 1, "miner": 2}
+RECENT_WINDOWS = 3  # the newest window and the two before it decide a participant's status
 
 
 @dataclass(frozen=True)
@@ -32,10 +39,23 @@ class Headline:
     nodes_by_role: dict[str, int]
     throughput: float | None  # merged tokens per wall-clock second since the initial model
     tokens: int  # tokens trained by the merged contributors, all rounds
+    tokens_trained: int  # tokens every miner trained, merged or not (from the miners' metrics)
     bytes: int  # bytes of all uploads fetched, all rounds
     ddp_bytes: int  # what DDP would have sent for the same steps
     saved: float | None  # ddp_bytes / bytes
     failed_windows: int  # distinct windows some neuron gave up on
+    latest_window: int | None = None  # the newest window any neuron logged
+    last_round_window: int | None = None  # the window of the newest merged round
+    empty_windows: list[int] = field(default_factory=list)  # the holder merged nothing
+    late_uploads: int = 0  # miners' uploads that landed after the deadline
+
+    @property
+    def windows_without_round(self) -> int:
+        """Windows since the newest round (since the first window seen, if none merged)."""
+        if self.latest_window is None:
+            return 0
+        return self.latest_window - (self.last_round_window if self.last_round_window is not None
+                                     else -1)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -45,11 +65,18 @@ class RosterRow:
     hotkey: str
     name: str
     role: str
-    status: str  # "active" or "idle"
+    status: str  # "active", "not merged", "stalled" or "idle"
     rounds: int  # rounds merged (miner), scored (validator) or published (holder)
-    tokens: int | None
+    tokens: int | None  # tokens trained (miners), merged or not
     tokens_per_s: float | None
     share: float | None
+    tokens_merged: int | None = None
+    verdicts: dict[str, int] = field(default_factory=dict)  # validators' verdicts, counted
+    last_verdict: str | None = None
+    loss: float | None = None  # the miner's latest training loss
+    weight: float | None = None  # mean of the validators' latest weights on chain
+    incentive: float | None = None  # from chain.json, when the run wrote one
+    traffic: tuple[int, int] | None = None  # bytes up, down (when the metrics carry them)
 
 
 @dataclass(frozen=True)
@@ -88,6 +115,7 @@ def headline(run: Run) -> Headline:
     """The headline figures of the whole run."""
     rounds = merged(run)
     tokens = sum(v.tokens or 0 for v in rounds)
+    outcomes = {w.window: w for w in run.windows}  # the holder's last word on each window
     with_bytes = [v for v in rounds if v.bytes and v.ddp_bytes is not None]
     sent = sum(v.bytes or 0 for v in with_bytes)
     ddp = sum(v.ddp_bytes or 0 for v in with_bytes)
@@ -104,6 +132,11 @@ def headline(run: Run) -> Headline:
         ddp_bytes=ddp,
         saved=ddp / sent if sent else None,
         failed_windows=len({f.window for f in run.failures}),
+        tokens_trained=sum(t.tokens or 0 for t in run.trains),
+        latest_window=run.latest_window(),
+        last_round_window=rounds[-1].window if rounds else None,
+        empty_windows=sorted(w for w, o in outcomes.items() if o.empty),
+        late_uploads=sum(1 for u in run.uploads if u.late),
     )
 
 
@@ -117,9 +150,9 @@ def _throughput(run: Run, tokens: int) -> float | None:
 
 
 def _active_since(run: Run) -> int | None:
-    """The window from which doing one's job counts as active: the second-to-last round's."""
-    windows = [v.window for v in merged(run)]
-    return windows[-2] if len(windows) >= 2 else (windows[0] if windows else None)
+    """The first window that counts as recent (see the module docstring)."""
+    latest = run.latest_window()
+    return None if latest is None else latest - RECENT_WINDOWS + 1
 
 
 def roster(run: Run) -> list[RosterRow]:
@@ -127,27 +160,77 @@ def roster(run: Run) -> list[RosterRow]:
     rounds = merged(run)
     round_windows = {v.window for v in rounds}
     since = _active_since(run)
+
+    def recent(windows: set[int]) -> bool:
+        return since is not None and any(w >= since for w in windows)
+
+    weights = _latest_weights(run)
     rows = []
     for p in run.participants.values():
+        extra: dict = {}
         if p.role == "miner":
             mine = [t for t in run.trains if t.hotkey == p.hotkey]
-            windows = {t.window for t in mine}
-            done = sum(1 for v in rounds if p.hotkey in v.contributors)
+            merged_in = {v.window for v in rounds if p.hotkey in v.contributors}
+            done = len(merged_in)
             tokens, per_s = _miner_throughput(mine)
             weight = sum(v.contributors.get(p.hotkey, 0.0) for v in rounds)
             share = weight / len(rounds) if rounds else None
+            status = "active" if recent(merged_in) else (
+                "not merged" if recent({t.window for t in mine}) else "idle")  # fmt: skip
+            verdicts = _verdicts(run, p.hotkey)
+            extra = {
+                "tokens_merged": sum(t.tokens or 0 for t in mine if t.window in merged_in),
+                "verdicts": dict(verdicts[0]),
+                "last_verdict": verdicts[1],
+                "loss": next((t.loss for t in reversed(mine) if t.loss is not None), None),
+                "weight": weights.get(p.hotkey),
+            }
         else:
             if p.role == "validator":
                 windows = {s.window for s in run.scores if s.hotkey == p.hotkey}
+                status = "active" if recent(windows) else "idle"
             else:
                 windows = {v.window for v in rounds}
+                empty = {w.window for w in run.windows if w.empty}
+                status = "active" if recent(windows) else ("stalled" if recent(empty) else "idle")
             done = len(windows & round_windows)
             tokens, per_s, share = None, None, None
-        active = since is not None and any(w >= since for w in windows)
+        chain = run.chain.get(p.hotkey, {})
+        traffic = run.traffic.get(p.hotkey)
         rows.append(RosterRow(
-            p.hotkey, p.name, p.role, "active" if active else "idle", done, tokens, per_s, share
+            p.hotkey, p.name, p.role, status, done, tokens, per_s, share, **extra,
+            incentive=chain.get("incentive"), traffic=tuple(traffic) if traffic else None,
         ))  # fmt: skip
     return sorted(rows, key=lambda r: (ROLE_ORDER.get(r.role, 3), r.name, r.hotkey))
+
+
+def _verdicts(run: Run, hotkey: str) -> tuple[Counter, str | None]:
+    """How often validators gave ``hotkey`` each verdict, and the newest one (with its detail)."""
+    counts: Counter = Counter()
+    last = None
+    for s in run.scores:
+        if hotkey in s.verdicts:
+            reason = s.verdicts[hotkey][0]
+            counts[reason] += 1
+            detail = s.details.get(hotkey)
+            last = f"{reason} ({detail})" if detail else reason
+    return counts, last
+
+
+def _latest_weights(run: Run) -> dict[str, float]:
+    """Each miner's weight, averaged over the validators' latest successful weight setting."""
+    # Chain weights are keyed by uid: chain.json (the demo writes it) names their hotkeys.
+    by_uid = {str(int(c["uid"])): hk for hk, c in run.chain.items() if "uid" in c}
+    latest: dict[str, dict[str, float]] = {}
+    for w in run.weights:
+        if not w.ok:
+            continue
+        named = w.by_hotkey or {by_uid.get(k, k): v for k, v in w.weights.items()}
+        latest[w.hotkey] = {k: v for k, v in named.items() if k in run.participants}
+    if not latest:
+        return {}
+    miners = {hk for weights in latest.values() for hk in weights}
+    return {hk: sum(w.get(hk, 0.0) for w in latest.values()) / len(latest) for hk in miners}
 
 
 def _miner_throughput(trains: list[Train]) -> tuple[int, float | None]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
 DASH = "–"
 
@@ -66,3 +67,18 @@ def fmt_clock(t: float | None) -> str:
 def fmt_datetime(t: float | None) -> str:
     """A unix time as ``YYYY-MM-DD HH:MM UTC``."""
     return DASH if t is None else time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))
+
+
+def fmt_windows(values: Iterable[int]) -> str:
+    """``[3, 4, 5, 9]`` -> ``3-5, 9`` (at most 8 ranges, then ``...``)."""
+    ws = sorted(set(values))
+    ranges: list[str] = []
+    start = prev = None
+    for w in [*ws, None]:
+        if w is not None and prev is not None and w == prev + 1:
+            prev = w
+            continue
+        if start is not None:
+            ranges.append(str(start) if start == prev else f"{start}-{prev}")
+        start = prev = w
+    return ", ".join(ranges[:8]) + (", ..." if len(ranges) > 8 else "")
