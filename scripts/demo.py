@@ -24,7 +24,7 @@ from pathlib import Path
 
 from subnet.cli import ArgParser, run_guarded
 from subnet.data import TokenDataset
-from subnet.localnet.calibrate import measure_step_seconds, window_blocks_for
+from subnet.localnet.calibrate import Calibration, measure_step_seconds, window_blocks_for
 from subnet.localnet.diagnose import stall_reason
 from subnet.localnet.run import LocalRun, NeuronsExited, RunSettings
 from subnet.logs import setup_logging
@@ -60,7 +60,15 @@ def main() -> int:
         [sys.executable, str(ROOT / "scripts" / "prepare_data.py"), "--out",
          str(ROOT / "data" / settings.dataset)], check=True,
     )  # fmt: skip
-    settings.window_blocks = args.window_blocks or calibrated_window(settings)
+    if args.window_blocks:
+        settings.window_blocks = args.window_blocks
+    else:
+        cal = calibrated_window(settings)
+        settings.window_blocks = cal.window_blocks
+        settings.upload_deadline, settings.report_deadline = (
+            cal.upload_deadline,
+            cal.report_deadline,
+        )
     run_dir = Path(args.run_dir or ROOT / "runs" / time.strftime("demo-%Y%m%d-%H%M%S"))
     run = LocalRun(run_dir, settings)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
@@ -130,13 +138,14 @@ def main() -> int:
     return 0 if finished and not bad else 1
 
 
-def calibrated_window(settings: RunSettings) -> int:
-    """Blocks per window that fit this machine now (see subnet/localnet/calibrate.py)."""
+def calibrated_window(settings: RunSettings) -> Calibration:
+    """The window and deadlines that fit this machine now (see subnet/localnet/calibrate.py)."""
     vocab = TokenDataset.from_folder(Path(settings.data_dir) / settings.dataset, 64).vocab_size
     step_s = measure_step_seconds(settings.preset, vocab, seq_len=64, micro_batch=8)
-    cal = window_blocks_for(step_s, settings.inner_steps, settings.block_time, settings.miners)
+    cal = window_blocks_for(step_s, settings.inner_steps, settings.block_time, settings.miners,
+                            validators=settings.validators)  # fmt: skip
     print(cal.describe(settings.block_time), flush=True)
-    return cal.window_blocks
+    return cal
 
 
 if __name__ == "__main__":

@@ -23,8 +23,8 @@ from ..training.config import InnerConfig
 
 # Seconds outside the inner steps, on the 2-core reference machine with the tiny preset:
 # a miner's sync, compression and upload; a validator's fetches, report and weights; the
-# holder's merge and publish. Each phase also does work that scales with the step time
-# (validators and the holder run a few forward passes per upload): ``PER_STEP`` steps' worth.
+# holder's merge and publish. The holder also does work that scales with the step time (a few
+# forward passes): ``PER_STEP`` steps' worth; the validators' evaluation is ``eval_steps``.
 FIXED_UPLOAD_S = 1.5
 FIXED_REPORT_S = 1.0
 FIXED_MERGE_S = 1.5
@@ -47,7 +47,7 @@ class Calibration:
             f"calibrated: one inner step takes {self.step_s:.3f} s here "
             f"(~{self.contended_step_s:.3f} s with every miner training); window "
             f"{self.window_blocks} blocks ({self.window_blocks * block_time:.0f} s), uploads due "
-            f"by offset {self.upload_deadline}"
+            f"by offset {self.upload_deadline}, score reports by {self.report_deadline}"
         )
 
 
@@ -73,12 +73,27 @@ def measure_step_seconds(
         torch.set_num_threads(threads)
 
 
+def eval_steps(miners: int, eval_samples: int, micro_batch: int) -> float:
+    """A validator's evaluation of a window's uploads, in inner steps' worth of compute.
+
+    Each upload is measured on ``eval_samples`` own and random samples with it, without it and
+    against the reference (``subnet.scoring.assess``: 5 forward passes of ``eval_samples`` per
+    upload below 4 uploads, 4 from then on, plus 2 on the random samples once); an inner step is
+    ``micro_batch`` samples forward and backward, about 3 forward passes.
+    """
+    passes = (5 if miners < 4 else 4) * miners + 2
+    return passes * eval_samples / (3 * micro_batch)
+
+
 def window_blocks_for(
     step_s: float,
     inner_steps: int,
     block_time: float,
     miners: int,
     *,
+    validators: int = 2,
+    eval_samples: int = 64,
+    micro_batch: int = 8,
     cores: int | None = None,
     headroom: float = 1.5,
     minimum: int = 20,
@@ -87,17 +102,29 @@ def window_blocks_for(
 
     Miners train at the same time, and the stack itself (simnet, S3, validators polling) takes
     about one more core's worth, so each step costs ``step_s x max(1, (miners + 1) / cores)``
-    (the measurement already includes any other load on the machine). The miner phase gets
-    half the window, validators 20% and the holder 30%, as in the demo's protocol.
+    (the measurement already includes any other load on the machine); the validators evaluate
+    at the same time as each other, ``eval_steps`` each. Each phase gets what it needs: by
+    default (and at the floor) the miners half the window, the validators 20 % and the holder
+    30 %; when the validators need more than their 20 % (the own-data evaluation is
+    ``eval_steps`` per window), the deadlines follow the phases' needs instead.
     """
     cores = cores or os.cpu_count() or 1
     contended = step_s * max(1.0, (miners + 1) / cores)
+    scoring = step_s * max(1.0, (validators + 1) / cores)
     upload_s = headroom * (FIXED_UPLOAD_S + inner_steps * contended)
-    need = max(
-        2 * upload_s,  # uploads: offsets 0 .. blocks/2
-        headroom * (FIXED_REPORT_S + PER_STEP * contended) / 0.2,  # validators: 20%
-        headroom * (FIXED_MERGE_S + PER_STEP * contended) / 0.3,  # the holder: the last 30%
-    )
-    blocks = max(minimum, math.ceil(need / block_time))
+    score_s = headroom * (FIXED_REPORT_S + eval_steps(miners, eval_samples, micro_batch) * scoring)
+    merge_s = headroom * (FIXED_MERGE_S + PER_STEP * contended)
+    fixed = max(2 * upload_s, score_s / 0.2, merge_s / 0.3)  # the default split
+    blocks = max(minimum, math.ceil(fixed / block_time))
     blocks += blocks % 2  # an even window keeps upload_deadline exactly half
-    return Calibration(step_s, contended, blocks, blocks // 2, (7 * blocks) // 10)
+    split = (blocks, blocks // 2, (7 * blocks) // 10)
+    phases = [math.ceil(x / block_time) for x in (upload_s, score_s, merge_s)]
+    if sum(phases) < blocks:  # the phases' own needs make a shorter window
+        upload, score, merge = phases
+        split = (upload + score + merge, upload, upload + score)
+        if split[0] < minimum:
+            extra = minimum - split[0]  # the floor: spread what is left like the default split
+            upload += extra // 2
+            score += extra // 5
+            split = (minimum, upload, upload + score)
+    return Calibration(step_s, contended, *split)

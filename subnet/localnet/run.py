@@ -39,13 +39,18 @@ class RunSettings:
     inner_steps: int = 20
     min_steps: int = 10
     wandb: str = "offline"
+    # None: half the window for uploads, 20 % for the validators (a calibrated run sets both)
+    upload_deadline: int | None = None
+    report_deadline: int | None = None
 
     def protocol(self) -> dict[str, Any]:
         """The ``[protocol]`` settings every neuron of this run shares."""
         b = self.window_blocks
+        upload = b // 2 if self.upload_deadline is None else self.upload_deadline
+        report = (7 * b) // 10 if self.report_deadline is None else self.report_deadline
         return {
             "model": self.preset, "dataset": self.dataset, "seq_len": 64,
-            "window": {"blocks": b, "upload_deadline": b // 2, "report_deadline": (7 * b) // 10},
+            "window": {"blocks": b, "upload_deadline": upload, "report_deadline": report},
             "inner": {"steps": self.inner_steps, "micro_batch": 8, "min_steps": self.min_steps},
         }  # fmt: skip
 
