@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import bittensor as bt
 from loguru import logger
 
 from ..chain import ChainClient, ChainSetupError
@@ -83,8 +84,15 @@ class ChainMembership:
         return self._readers
 
     def refresh(self) -> Roster:
-        """Re-read the metagraph: new roster, readers for changed commitments."""
-        graph = self.chain.metagraph()
+        """Re-read the metagraph: new roster, readers for changed commitments.
+
+        A chain that is down or restarting is a ``ChainSetupError`` (the loop keeps the last
+        roster and goes on), never an exception that takes the neuron down.
+        """
+        try:
+            graph = self.chain.metagraph()
+        except (bt.BittensorError, OSError) as error:
+            raise ChainSetupError(f"the chain did not answer a metagraph read: {error}") from None
         self._readers.update(
             {n.hotkey: n.commitment.value for n in graph.neurons if n.commitment is not None}
         )

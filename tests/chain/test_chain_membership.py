@@ -86,3 +86,20 @@ def test_chain_weights_are_set_at_most_once_per_tempo(simnet, chain, wallets):
     assert first.weights == {"2": 1.0}  # uid -> weight; zero scores take no room
     assert sink.offer(moving, roster, window=1, last_tick=first.tick) is None  # not a tempo yet
     assert sink.offer({}, roster, window=1, last_tick=0) is None  # nothing positive to set
+
+
+def test_a_chain_that_is_down_is_a_setup_error_and_the_roster_is_kept():
+    """A restarting chain costs a refresh, never the process (the loop keeps the last roster)."""
+    from bittensor.result import RpcConnectionError
+
+    from subnet.chain import ChainSetupError
+
+    class Down:
+        def metagraph(self):
+            raise RpcConnectionError("simnet at ws://127.0.0.1:9 is unreachable")
+
+    membership = ChainMembership(Down(), "5" + "H" * 47, ReaderPool())
+    before = membership.roster
+    with pytest.raises(ChainSetupError, match="did not answer a metagraph read"):
+        membership.refresh()
+    assert membership.roster is before
