@@ -24,9 +24,11 @@ from ..monitor.progress import progress
 from ..storage.keys import ObjectKind
 from ..training import build_inner_optimizer, pseudo_gradient, train_inner
 from ..wire import publish_envelope
+from .actions.ring import mix, publish_model
+from .actions.tree import reduce
 from .base import BaseNeuron
 from .replica import Replica
-from .rules import DATA_RULES
+from .rules import DATA_RULES, inner_config
 from .state import load_optimizer_state, optimizer_state, prefixed, unprefixed
 from .steps import Action, Step
 
@@ -61,15 +63,26 @@ class Miner(BaseNeuron):
         self.compressor = build_compressor(p.compression)
         self.ef = ErrorFeedback(p.compression.ef_decay)
         self.sync_seconds = 0.0
+        self.trained: Upload | None = None  # this window's update, for a later step (reduce, mix)
+        self.trained_window = -1
 
     def train(self, step: Step) -> Upload:
-        """The ``train`` action: sync, train, upload on the step's lane."""
+        """The ``train`` action: sync, train, upload on the step's lane.
+
+        Without a lane the update is kept for a later step of the window (``reduce``); on a
+        ``checkpoint`` lane the trained model goes out instead of the update (gossip).
+        """
         self.sync(step.window)
         upload = self.step(step.window)
-        self.publish(step.window, upload, lane=step.lane)
+        self.trained, self.trained_window = upload, step.window
+        if step.lane is not None:
+            publish = LANE_PUBLISHERS.get(self.rt.lane(step.lane).kind, Miner.publish)
+            publish(self, step.window, upload, lane=step.lane)
         return upload
 
-    actions: ClassVar[dict[str, Action]] = {"train": train}
+    reduce = reduce
+    mix = mix
+    actions: ClassVar[dict[str, Action]] = {"train": train, "reduce": reduce, "mix": mix}
 
     def sync(self, window: int) -> None:
         """Move to the latest model version (the ``version_out`` gate waited for it)."""
@@ -79,12 +92,12 @@ class Miner(BaseNeuron):
 
     def step(self, window: int) -> Upload:
         """Train H inner steps on the assigned samples; the compressed pseudo-gradient."""
-        p = self.rt.cfg.protocol
+        p, inner = self.rt.cfg.protocol, inner_config(self.rt)
         ids = DATA_RULES[self.rt.plan.data_rule](self.rt, self.data, window)(self.rt.hotkey)
         start = self.replica.snapshot()
-        batches = progress(self.data.batches(ids, p.inner.micro_batch), desc=f"window {window}",
-                           total=p.inner.steps * p.inner.accumulation, unit="batch")  # fmt: skip
-        result = train_inner(self.replica.model, batches, p.inner, self.optimizer)
+        batches = progress(self.data.batches(ids, inner.micro_batch), desc=f"window {window}",
+                           total=inner.steps * inner.accumulation, unit="batch")  # fmt: skip
+        result = train_inner(self.replica.model, batches, inner, self.optimizer)
         delta = pseudo_gradient(start, self.replica.model)
         if not math.isfinite(result.mean_loss) or not all(
             bool(d.isfinite().all()) for d in delta.values()
@@ -121,7 +134,7 @@ class Miner(BaseNeuron):
         logger.info("uploaded {} ({})", key, "new" if written else "already there")
 
     def state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-        """Model at its version, error feedback, AdamW moments."""
+        """Model at its version (a gossip worker's own mixed model), error feedback, AdamW."""
         groups, moments = optimizer_state(self.optimizer)
         tensors = {
             **prefixed(self.replica.state or {}, "model"),
@@ -137,3 +150,7 @@ class Miner(BaseNeuron):
         load_optimizer_state(
             self.optimizer, meta.get("adamw_groups", []), unprefixed(tensors, "adamw")
         )
+
+
+# How ``train`` sends on a lane, by the lane's object kind (default: the update, signed).
+LANE_PUBLISHERS: dict[str, Action] = {ObjectKind.CHECKPOINT.value: publish_model}
