@@ -43,12 +43,16 @@ def version_out(neuron: Any, step: Step) -> bool:
     return neuron.replica.latest_window() >= step.window - 1
 
 
+# What writers upload once per window: updates, and whole models (gossip).
+UPLOAD_KINDS = (ObjectKind.GRADIENT.value, ObjectKind.CHECKPOINT.value)
+
+
 def all_uploads(neuron: Any, step: Step) -> bool:
     """Every member of every writer slot of the lanes the step reads has its object there."""
     rt = neuron.rt
     for name in step.plan.reads:
         lane = rt.plan.lanes[name]
-        if lane.kind != ObjectKind.GRADIENT.value:
+        if lane.kind not in UPLOAD_KINDS:
             continue
         for hotkey in rt.writers(name):
             reader = rt.readers.get(hotkey)

@@ -95,6 +95,9 @@ class Runtime:
             for name in (*step.reads, *([step.lane] if step.lane else [])):
                 if self.plan.lanes[name].kind == kind:
                     return self.plan.lanes[name]
+        for lane in self.plan.lanes.values():  # a lane the slot reads outside its steps (the
+            if lane.kind == kind and slot.name in lane.readers:  # gossip workers' final model)
+                return lane
         raise KeyError(f"slot {slot.name} of {self.plan.ref} touches no lane of kind {kind}")
 
     def lane_read(self, slot: SlotPlan, kind: str) -> str | None:
