@@ -120,8 +120,9 @@ class Runtime:
         return writers[0]
 
     def data_owner(self) -> str:
-        """The member whose bucket serves the dataset: the data-grant slot's, else the model's."""
-        for hold in ("data.grant", "model"):
+        """The member whose bucket serves the dataset: the data-grant slot's, else the run
+        lead's, else the model's (gossip workers hold their own models, not the data)."""
+        for hold in ("data.grant", "run.lead", "model"):
             for slot in self.plan.slots.values():
                 if hold in slot.holds and self.roster.in_slot(slot.name):
                     return self.roster.in_slot(slot.name)[0]
