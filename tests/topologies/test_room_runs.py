@@ -74,7 +74,8 @@ def run_room(root: Path, data: Path, ref: str, rounds: int) -> RoomRun:
 def check_uploads(run: RoomRun) -> None:
     """Each merged round: every contributor's signed upload is in its own bucket, on a lane the
     plan says its slot writes, under the run's key layout."""
-    room, plan = run.room, load_spec(room.template.topology)
+    room = run.room
+    plan = load_spec(room.template.topology)
     lanes = [n for n, lane in plan.lanes.items() if lane.kind == ObjectKind.GRADIENT.value]
     by_hotkey = {hk: n for n, hk in room.hotkeys.items()}
     for slot in {s for s in room.slots.values()}:
