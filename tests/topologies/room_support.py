@@ -102,7 +102,10 @@ class RoomRun:
                       key=lambda n: self.room.hotkeys[n])  # fmt: skip
 
     def events(self, slot: str, event: str) -> list[dict]:
-        return [r for n in self.names(slot) for r in self.room.metrics(n) if r["event"] == event]
+        """Records of ``event`` by the slot's members for the run's rounds (a run that never
+        stops by itself is stopped during the window after its last round: that one is cut)."""
+        return [r for n in self.names(slot) for r in self.room.metrics(n)
+                if r["event"] == event and r.get("window", -1) < self.rounds]  # fmt: skip
 
     def hotkeys(self, slot: str) -> set[str]:
         return {self.room.hotkeys[n] for n in self.names(slot)}

@@ -82,7 +82,8 @@ def check_uploads(run: RoomRun) -> None:
     plan says its slot writes, under the run's key layout."""
     room = run.room
     plan = load_spec(room.template.topology)
-    lanes = [n for n, lane in plan.lanes.items() if lane.kind == ObjectKind.GRADIENT.value]
+    uploads = {ObjectKind.GRADIENT.value, ObjectKind.CHECKPOINT.value}  # updates, whole models
+    lanes = [(n, ObjectKind(lane.kind)) for n, lane in plan.lanes.items() if lane.kind in uploads]
     by_hotkey = {hk: n for n, hk in room.hotkeys.items()}
     for slot in {s for s in room.slots.values()}:
         for v in [v for v in run.events(slot, "version") if v["version"] > 0]:
@@ -90,8 +91,8 @@ def check_uploads(run: RoomRun) -> None:
                 store = S3Store.from_config(StorageConfig(
                     bucket=room.bucket(by_hotkey[hotkey]), endpoint_url=room.server.endpoint_url,
                     addressing_style="path"), KEYS)  # fmt: skip
-                keys = [object_key("topo", ObjectKind.GRADIENT, v["window"], hotkey, lane=lane)
-                        for lane in lanes]  # fmt: skip
+                keys = [object_key("topo", kind, v["window"], hotkey, lane=lane)
+                        for lane, kind in lanes]  # fmt: skip
                 assert any(_exists(store, k) for k in keys), (hotkey, v["window"], lanes)
 
 
