@@ -30,12 +30,12 @@ from subnet.storage.s3 import S3Store
 from subnet.topology import Template, load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
-# About 3.3 min a topology on the shared 2-core machine (90 s boot margin + rounds of 20 s):
+# About 2.4 min a topology on the shared 2-core machine (90 s boot margin + rounds of 20 s):
 # 13 of them are over make test's 20-minute budget, so they run on request.
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not os.environ.get("BEAM_TOPOLOGY_ROOMS"),
-                       reason="13 room runs take ~45 min on 2 loaded cores (over make test's "
+                       reason="13 room runs take ~31 min on 2 loaded cores (over make test's "
                               "budget); set BEAM_TOPOLOGY_ROOMS=1 to run them"),
 ]  # fmt: skip
 STOPS_ITSELF = {"rounds", "loss_below"}
