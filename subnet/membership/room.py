@@ -37,13 +37,13 @@ HOLD_PERMISSIONS = ("run.lead", "data.grant")
 def slot_needs(spec: TopologySpec) -> dict[str, frozenset[str]]:
     """Slot name -> the permissions a member needs to count in it.
 
-    The slot whose members serve the run's data (the one holding ``data.grant``, else the one
-    holding the model: see ``Runtime.data_owner``) needs ``data.grant``, so data units only
-    ever come from a member granted it.
+    The slot whose members serve the run's data (the one holding ``data.grant``, else the run
+    lead's, else the one holding the model: see ``Runtime.data_owner``) needs ``data.grant``,
+    so data units only ever come from a member granted it.
     """
     needs = {name: frozenset(role.permissions) | (frozenset(role.holds) & set(HOLD_PERMISSIONS))
              for name, role in spec.roles.items()}  # fmt: skip
-    for hold in ("data.grant", "model"):
+    for hold in ("data.grant", "run.lead", "model"):
         serving = [name for name, role in spec.roles.items() if hold in role.holds]
         if serving:
             for name in serving:

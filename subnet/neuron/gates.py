@@ -15,7 +15,17 @@ from typing import Any
 from ..config import WindowConfig
 from ..storage.base import ObjectNotFound
 from ..storage.keys import ObjectKind, object_key
+from .actions.consensus import weights_out
+from .actions.grants import granted_gate, granted_uploads
+from .actions.ring import predecessor_in
+from .actions.rounds import final_round, first_round
+from .actions.tree import children_in
 from .steps import Step
+
+
+def never(cfg: WindowConfig) -> int:
+    """A lapse offset no tick reaches: the step does not run unless the gate passes."""
+    return cfg.blocks
 
 
 @dataclass(frozen=True)
@@ -33,12 +43,16 @@ def version_out(neuron: Any, step: Step) -> bool:
     return neuron.replica.latest_window() >= step.window - 1
 
 
+# What writers upload once per window: updates, and whole models (gossip).
+UPLOAD_KINDS = (ObjectKind.GRADIENT.value, ObjectKind.CHECKPOINT.value)
+
+
 def all_uploads(neuron: Any, step: Step) -> bool:
     """Every member of every writer slot of the lanes the step reads has its object there."""
     rt = neuron.rt
     for name in step.plan.reads:
         lane = rt.plan.lanes[name]
-        if lane.kind != ObjectKind.GRADIENT.value:
+        if lane.kind not in UPLOAD_KINDS:
             continue
         for hotkey in rt.writers(name):
             reader = rt.readers.get(hotkey)
@@ -58,4 +72,13 @@ GATES: Mapping[str, Gate] = {
                         "version w-1 is out"),
     "all_uploads": Gate("all_uploads", all_uploads, None,
                         "all expected uploads of the lanes read are present"),
+    "children_in": Gate("children_in", children_in, None, "every tree child's partial is in"),
+    "predecessor_in": Gate("predecessor_in", predecessor_in, None,
+                           "the ring predecessor's model is in"),
+    "granted": Gate("granted", granted_gate, never, "this member holds a grant for the round"),
+    "granted_uploads": Gate("granted_uploads", granted_uploads, None,
+                            "every member granted data this round has sent"),
+    "weights_out": Gate("weights_out", weights_out, None, "the round's consensus weights are out"),
+    "first_round": Gate("first_round", first_round, never, "the run's first round"),
+    "final_round": Gate("final_round", final_round, never, "the run's last round"),
 }  # fmt: skip

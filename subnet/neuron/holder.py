@@ -34,6 +34,11 @@ from ..training import build_outer_optimizer, load_parameters, snapshot
 from ..training.streaming import merge_payloads
 from ..versions import VersionPublisher
 from ..wire import Expected, Rejected, fetch_envelope
+from .actions.consensus import consensus
+from .actions.grants import admit, grant_data
+from .actions.ring import final_merge
+from .actions.sweep import fan_out
+from .actions.tree import tree_senders
 from .base import BaseNeuron
 from .replica import checkpoint_bytes
 from .rules import AGGREGATION_RULES, DATA_RULES, MERGE_WEIGHTS, OUTER_RULES, samples_per_window
@@ -101,9 +106,12 @@ class ModelHolder(BaseNeuron):
                 f"(filled by {holders}; on a subnet: --protocol.holder_hotkey); peers would "
                 "not follow its versions"
             )
-        self.grads = rt.read_lane(self.slot, ObjectKind.GRADIENT.value).name
-        # None in topologies without scorers: merge weights then come from units or equality
-        self.scores = rt.lane_read(self.slot, ObjectKind.SCORES.value)
+        # None for a slot that merges no updates (consensus, a grant-only lead, a collector)
+        self.grads = rt.lane_read(self.slot, ObjectKind.GRADIENT.value)
+        # None in topologies without scorers: merge weights then come from units or equality.
+        # A slot reading consensus weights treats them as its one trusted report.
+        self.scores = rt.lane_read(self.slot, ObjectKind.SCORES.value) or rt.lane_read(
+            self.slot, ObjectKind.WEIGHTS.value)  # fmt: skip
         self.version: int | None = None  # the last version published
         self.unpublished: int | None = None  # a window merged into the model, not yet published
 
@@ -127,18 +135,30 @@ class ModelHolder(BaseNeuron):
         self.publish(step.window, result)
         return result
 
-    actions: ClassVar[dict[str, Action]] = {"merge": merge}
+    admit = admit
+    consensus = consensus
+    fan_out = fan_out
+    final_merge = final_merge
+    grant_data = grant_data
+    actions: ClassVar[dict[str, Action]] = {
+        "merge": merge, "admit": admit, "consensus": consensus, "fan_out": fan_out,
+        "final_merge": final_merge, "grant_data": grant_data,
+    }  # fmt: skip
 
     def trusted(self) -> set[str]:
         """Scorers whose reports count: writers of the score lane holding ``runs.score``."""
         if self.scores is None:
             return set()
         roster = self.rt.roster
+        if self.rt.lane(self.scores).kind == ObjectKind.WEIGHTS.value:
+            return set(self.rt.writers(self.scores))  # the consensus slot's members
         return {hk for hk in self.rt.writers(self.scores) if roster.may(hk, "runs.score")}
 
     def resume(self) -> None:
         """Continue from local state, or from what the bucket says was published last."""
         super().resume()
+        if "model" not in self.slot.holds:
+            return  # a slot that holds no model (consensus, a grant-only lead) publishes none
         own = None if self.unpublished is not None or self.version is None else self.version
         published = self.publisher.resume(None if own is None else (own, snapshot(self.model)))
         if published is None:  # a new run: the seeded initial model is version 0
@@ -165,7 +185,8 @@ class ModelHolder(BaseNeuron):
         p = self.rt.cfg.protocol
         trusted = self.trusted()
         reports = self._reports(window, trusted)
-        miners = [hk for hk in self.rt.writers(self.grads) if hk != self.rt.hotkey]
+        senders = tree_senders(self.rt, self.grads) or self.rt.writers(self.grads)
+        miners = [hk for hk in senders if hk != self.rt.hotkey]
         params = snapshot(self.model)
         shapes = {k: tuple(v.shape) for k, v in params.items()}
         assigned = DATA_RULES[self.rt.plan.data_rule](self.rt, self.data, window)
@@ -214,7 +235,8 @@ class ModelHolder(BaseNeuron):
             reader = self.rt.readers.get(hotkey)
             if reader is None:
                 continue
-            expected = Expected(self.rt.cfg.protocol.run, window, ObjectKind.SCORES, hotkey,
+            kind = ObjectKind(self.rt.lane(self.scores).kind)  # scores, or consensus weights
+            expected = Expected(self.rt.cfg.protocol.run, window, kind, hotkey,
                                 lane=self.scores)  # fmt: skip
             try:
                 envelope = fetch_envelope(reader, expected, None, max_bytes=self.rt.max_bytes)

@@ -27,10 +27,12 @@ from ..storage.keys import ObjectKind
 from ..training import build_inner_optimizer, pseudo_gradient
 from ..training.trainer import Trainer
 from ..wire import publish_envelope
+from .actions.ring import mix, publish_model
+from .actions.tree import reduce
 from .base import BaseNeuron
 from .pacer import Pacer, WindowSkipped  # noqa: F401 (WindowSkipped: re-exported)
 from .replica import Replica
-from .rules import DATA_RULES
+from .rules import DATA_RULES, inner_config
 from .state import load_optimizer_state, optimizer_state, prefixed, unprefixed
 from .steps import Action, Step
 
@@ -74,15 +76,26 @@ class Miner(BaseNeuron):
         self.trainer = Trainer(self.rt.cfg.node.parallel)  # one process, or rank 0 of torchrun
         self.sync_seconds = 0.0
         self.train_record: dict[str, Any] = {}  # the window's train metrics, logged on upload
+        self.trained: Upload | None = None  # this window's update, for a later step (reduce, mix)
+        self.trained_window = -1
 
     def train(self, step: Step) -> Upload:
-        """The ``train`` action: sync, train, upload on the step's lane."""
+        """The ``train`` action: sync, train, upload on the step's lane.
+
+        Without a lane the update is kept for a later step of the window (``reduce``); on a
+        ``checkpoint`` lane the trained model goes out instead of the update (gossip).
+        """
         self.sync(step.window)
         upload = self.step(step.window)
-        self.publish(step.window, upload, lane=step.lane)
+        self.trained, self.trained_window = upload, step.window
+        if step.lane is not None:
+            publish = LANE_PUBLISHERS.get(self.rt.lane(step.lane).kind, Miner.publish)
+            publish(self, step.window, upload, lane=step.lane)
         return upload
 
-    actions: ClassVar[dict[str, Action]] = {"train": train}
+    reduce = reduce
+    mix = mix
+    actions: ClassVar[dict[str, Action]] = {"train": train, "reduce": reduce, "mix": mix}
 
     def sync(self, window: int) -> None:
         """Move to the latest model version (the ``version_out`` gate waited for it)."""
@@ -92,15 +105,15 @@ class Miner(BaseNeuron):
 
     def step(self, window: int) -> Upload:
         """Train H inner steps on the assigned samples; the compressed pseudo-gradient."""
-        p = self.rt.cfg.protocol
+        p, inner = self.rt.cfg.protocol, inner_config(self.rt)
         ids = DATA_RULES[self.rt.plan.data_rule](self.rt, self.data, window)(self.rt.hotkey)
         start = self.replica.snapshot()
-        batches = progress(self.data.batches(ids, p.inner.micro_batch), desc=f"window {window}",
-                           total=p.inner.steps * p.inner.accumulation, unit="batch")  # fmt: skip
+        batches = progress(self.data.batches(ids, inner.micro_batch), desc=f"window {window}",
+                           total=inner.steps * inner.accumulation, unit="batch")  # fmt: skip
         paced = self.pacer.train(window, self.replica, batches, self.optimizer,
-                                 train=self.trainer.train)  # fmt: skip
+                                 train=self.trainer.train, inner=inner)  # fmt: skip
         result = paced.result
-        ids = ids[: result.steps * p.inner.micro_batch * p.inner.accumulation]  # trained prefix
+        ids = ids[: result.steps * inner.micro_batch * inner.accumulation]  # trained prefix
         delta = pseudo_gradient(start, self.replica.model)
         if not math.isfinite(result.mean_loss) or not all(
             bool(d.isfinite().all()) for d in delta.values()
@@ -122,7 +135,7 @@ class Miner(BaseNeuron):
             window=window, steps=result.steps, tokens=result.tokens,
             loss=result.mean_loss, seconds=result.seconds, bytes=payload_nbytes(payload),
             version=self.replica.version, sync_seconds=round(self.sync_seconds, 3),
-            steps_assigned=p.inner.steps, stopped=paced.stopped,
+            steps_assigned=inner.steps, stopped=paced.stopped,
         )  # fmt: skip
         return Upload(payload, {"receipt": sample_receipt(ids), "samples": str(len(ids)),
                                 "steps": str(result.steps),
@@ -142,7 +155,7 @@ class Miner(BaseNeuron):
         self.pacer.uploaded(window)  # warns and records when it landed late
 
     def state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-        """Model at its version, error feedback, AdamW moments."""
+        """Model at its version (a gossip worker's own mixed model), error feedback, AdamW."""
         groups, moments = optimizer_state(self.optimizer)
         tensors = {
             **prefixed(self.replica.state or {}, "model"),
@@ -158,3 +171,7 @@ class Miner(BaseNeuron):
         load_optimizer_state(
             self.optimizer, meta.get("adamw_groups", []), unprefixed(tensors, "adamw")
         )
+
+
+# How ``train`` sends on a lane, by the lane's object kind (default: the update, signed).
+LANE_PUBLISHERS: dict[str, Action] = {ObjectKind.CHECKPOINT.value: publish_model}

@@ -18,6 +18,7 @@ from loguru import logger
 from torch.optim import Optimizer
 
 from ..clock import BlockClock
+from ..training.config import InnerConfig
 from ..training.inner import Batch, InnerResult, train_inner
 from .pacing import BlockTimer, Pace, PacedResult, explain, margin_s, train_paced
 from .replica import Replica
@@ -72,16 +73,18 @@ class Pacer:
     def train(
         self, window: int, replica: Replica, batches: Iterable[Batch], optimizer: Optimizer,
         train: Callable[..., InnerResult] = train_inner,
+        inner: InnerConfig | None = None,
     ) -> PacedResult:
         """Train as many steps as fit before the upload deadline, or raise WindowSkipped.
 
-        ``train`` runs one chunk of steps (``train_inner``, or a torchrun trainer's ``train``).
+        ``train`` runs one chunk of steps (``train_inner``, or a torchrun trainer's ``train``);
+        ``inner`` is the step's inner settings (the plan may set H), the protocol's by default.
         """
-        p = self.rt.cfg.protocol
+        inner = inner or self.rt.cfg.protocol.inner
         self._observe_head()
         left = self.seconds_to_deadline(window)
         if not math.isfinite(left):  # no deadline in seconds (a manual clock, an unread head)
-            paced = train_paced(replica.model, batches, p.inner, optimizer, steps=p.inner.steps,
+            paced = train_paced(replica.model, batches, inner, optimizer, steps=inner.steps,
                                 pace=self.pace, seconds_left=lambda: math.inf, train=train)  # fmt: skip
             self.trained_at = time.perf_counter()
             return paced
@@ -89,18 +92,18 @@ class Pacer:
         reserve = margin + (self.pace.tail_s or 0.0)
         if left - reserve > 0:  # some time: train, probing the step time first
             paced = train_paced(
-                replica.model, batches, p.inner, optimizer, steps=p.inner.steps, pace=self.pace,
+                replica.model, batches, inner, optimizer, steps=inner.steps, pace=self.pace,
                 seconds_left=lambda: self.seconds_to_deadline(window) - reserve, train=train,
             )  # fmt: skip
             self.trained_at = time.perf_counter()  # from here: pseudo-gradient, compress, upload
             if paced.stopped == "deadline":
                 logger.warning("window {}: trained {} of {} steps to upload in time ({})",
-                               window, paced.result.steps, p.inner.steps,
+                               window, paced.result.steps, inner.steps,
                                explain(left, self.pace, margin))  # fmt: skip
             if paced.stopped != "abandoned":
                 return paced
             replica.reset()  # the steps taken are discarded with the window
-        detail = (f"even {p.inner.least_steps()} steps (the protocol's minimum) would be late: "
+        detail = (f"even {inner.least_steps()} steps (the protocol's minimum) would be late: "
                   f"{explain(self.seconds_to_deadline(window), self.pace, margin)}")  # fmt: skip
         self.rt.metrics.log("window_skipped", window=window, reason="too_slow", detail=detail,
                             seconds_left=round(left, 3), step_seconds=self.pace.step_s,

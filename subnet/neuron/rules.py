@@ -12,7 +12,9 @@ from typing import Any
 from ..config import ProtocolConfig
 from ..data import TokenDataset, assign_samples
 from ..scoring import merge_weights, normalize
-from ..training.config import AggregationConfig, OuterConfig
+from ..training.config import AggregationConfig, InnerConfig, OuterConfig
+from .actions.consensus import consensus_rule
+from .actions.rounds import loss_below
 
 # (runtime, dataset, window) -> (hotkey -> the sample ids it trains on in that window)
 DataRule = Callable[[Any, TokenDataset, int], Callable[[str], list[int]]]
@@ -22,10 +24,28 @@ MergeWeightsRule = Callable[
 ]
 
 
+def inner_steps(rt: Any) -> int:
+    """H: the ``inner_steps`` of the plan's ``train`` step, else the protocol's.
+
+    Read from the plan, not from the step at hand, so the trainer and every reader checking its
+    receipt count the same samples.
+    """
+    for slot in rt.plan.slots.values():
+        for step in slot.steps:
+            if step.action == "train" and "inner_steps" in step.params:
+                return int(step.params["inner_steps"])
+    return rt.cfg.protocol.inner.steps
+
+
+def inner_config(rt: Any) -> InnerConfig:
+    """The protocol's inner settings with the plan's H."""
+    return rt.cfg.protocol.inner.model_copy(update={"steps": inner_steps(rt)})
+
+
 def samples_per_window(rt: Any) -> int:
     """How many samples a trainer works on per window (H steps x micro-batch x accumulation)."""
     inner = rt.cfg.protocol.inner
-    return inner.steps * inner.micro_batch * inner.accumulation
+    return inner_steps(rt) * inner.micro_batch * inner.accumulation
 
 
 def assigned(rt: Any, data: TokenDataset, window: int) -> Callable[[str], list[int]]:
@@ -34,7 +54,19 @@ def assigned(rt: Any, data: TokenDataset, window: int) -> Callable[[str], list[i
     return lambda hotkey: assign_samples(seed, window, hotkey, n, total)
 
 
-DATA_RULES: Mapping[str, DataRule] = {"assigned": assigned}
+def _room_rules() -> tuple[DataRule, DataRule]:
+    from .actions.grants import granted
+    from .actions.shares import file_shares
+
+    return granted, file_shares
+
+
+_granted, _file_shares = _room_rules()
+DATA_RULES: Mapping[str, DataRule] = {
+    "assigned": assigned,
+    "granted": _granted,  # the units a data.grant holder granted for the window (signed)
+    "file_shares": _file_shares,  # a sticky contiguous share of the train split per trainer
+}
 
 
 def by_units(
@@ -55,6 +87,7 @@ MERGE_WEIGHTS: Mapping[str, MergeWeightsRule] = {
     "median_score": merge_weights,  # median of the trusted scores; units when nobody scored
     "units": by_units,
     "equal": equal,
+    "consensus": consensus_rule,  # the consensus slot's signed weights (the only trusted report)
 }
 
 # Aggregation and outer step, from the plan's [aggregation] / [outer] tables. "protocol" takes
@@ -86,4 +119,5 @@ STOP_RULES: Mapping[str, StopRule] = {
     "never": lambda neuron, table: False,  # a subnet trains on
     # every member counts windows from the same clock, so all stop after the same one
     "rounds": lambda neuron, table: neuron.last_window + 1 >= int(table["rounds"]),
+    "loss_below": loss_below,  # the decider's signed final marker, or max_rounds
 }

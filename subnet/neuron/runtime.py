@@ -97,6 +97,9 @@ class Runtime:
             for name in (*step.reads, *([step.lane] if step.lane else [])):
                 if self.plan.lanes[name].kind == kind:
                     return self.plan.lanes[name]
+        for lane in self.plan.lanes.values():  # a lane the slot reads outside its steps (the
+            if lane.kind == kind and slot.name in lane.readers:  # gossip workers' final model)
+                return lane
         raise KeyError(f"slot {slot.name} of {self.plan.ref} touches no lane of kind {kind}")
 
     def lane_read(self, slot: SlotPlan, kind: str) -> str | None:
@@ -119,8 +122,9 @@ class Runtime:
         return writers[0]
 
     def data_owner(self) -> str:
-        """The member whose bucket serves the dataset: the data-grant slot's, else the model's."""
-        for hold in ("data.grant", "model"):
+        """The member whose bucket serves the dataset: the data-grant slot's, else the run
+        lead's, else the model's (gossip workers hold their own models, not the data)."""
+        for hold in ("data.grant", "run.lead", "model"):
             for slot in self.plan.slots.values():
                 if hold in slot.holds and self.roster.in_slot(slot.name):
                     return self.roster.in_slot(slot.name)[0]

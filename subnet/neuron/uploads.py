@@ -21,6 +21,7 @@ from ..data import sample_receipt
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind
 from ..wire import Envelope, Expected, Reason, Rejected, fetch_envelope
+from .rules import inner_config
 from .runtime import Runtime
 
 
@@ -131,7 +132,7 @@ def _accept(
     if meta.get("plan") != rt.plan.digest:
         raise _Refused("wrong_plan")  # trained under another run plan or protocol settings
     ids = assigned(hotkey)
-    inner = rt.cfg.protocol.inner
+    inner = inner_config(rt)  # the plan may set H
     per_step = inner.micro_batch * inner.accumulation
     samples = trained_prefix(meta, ids, per_step, inner.least_steps())
     tokens = meta.get("tokens", "0")

@@ -17,12 +17,14 @@ from .store import RoomStore
 
 
 def publish_run(rs: RoomStore, owner: Signer, name: str, template: Template,
-                protocol: ProtocolConfig, tick_seconds: float) -> tuple[Manifest, RunPlan, Roster]:  # fmt: skip
+                protocol: ProtocolConfig, tick_seconds: float,
+                origin: float | None = None) -> tuple[Manifest, RunPlan, Roster]:  # fmt: skip
     """Compile ``template`` with the room's members and publish the run (owner only).
 
     The run pins the exact topology version, its parameters, the shared protocol settings (with
     ``run`` set to the run's name, so its objects never mix with another run's) and the plan
-    digest every member's node must reproduce. Its ticks start now.
+    digest every member's node must reproduce. Its ticks start now, or at ``origin`` (unix time;
+    a later origin lets every member's process start before round 0).
     """
     try:
         spec = load_spec(template.topology)
@@ -43,7 +45,7 @@ def publish_run(rs: RoomStore, owner: Signer, name: str, template: Template,
     try:
         record = RoomRun(name=name, topology=plan.ref, params=params, digest=plan.digest,
                          protocol=protocol.model_dump(mode="json"), tick_seconds=tick_seconds,
-                         origin=time.time())  # fmt: skip
+                         origin=time.time() if origin is None else origin)  # fmt: skip
     except ValueError as error:
         raise RoomError("bad_request", str(error).splitlines()[-1].strip()) from None
     return ops.start_run(rs, owner, record), plan, roster

@@ -35,6 +35,7 @@ class ObjectKind(str, Enum):
     DATASET_MANIFEST = "dataset-manifest"  # shard list with a sha256 per shard
     WEIGHTS = "weights"  # a scorer's normalized weights for a consensus slot, one window
     DATA_GRANT = "data-grant"  # a lead's grant of data units to a member, one round
+    RUN_FINAL = "run-final"  # the deciding slot's signed word that the run stops after a window
 
 
 # The lane an object travels on when the caller names none (the scored subnet's lanes).
@@ -49,6 +50,7 @@ DEFAULT_LANES: dict[ObjectKind, str] = {
     ObjectKind.DATASET_MANIFEST: "data",
     ObjectKind.WEIGHTS: "weights",
     ObjectKind.DATA_GRANT: "grants",
+    ObjectKind.RUN_FINAL: "final",
 }
 
 

@@ -68,10 +68,11 @@ class World:
 
 
 def make_world(tmp_path: Path, data_dir: Path, roster_names: dict[str, str] | None = None,
-               template: Template | None = None) -> World:  # fmt: skip
+               template: Template | None = None, **protocol_fields) -> World:  # fmt: skip
     """Runtimes over one roster (``roster_names``: name -> slot; default holder, v1, m1, m2).
 
-    ``template`` compiles another topology instead of the subnet's, with the same roles.
+    ``template`` compiles another topology instead of the subnet's, with the same roles;
+    ``protocol_fields`` override protocol settings (``compression={"name": "dense-fp32"}``).
     """
     names = roster_names or NAMES
     spec = load_spec(template.topology) if template else None
@@ -85,7 +86,7 @@ def make_world(tmp_path: Path, data_dir: Path, roster_names: dict[str, str] | No
     protocol = ProtocolConfig(
         dataset="tiny", seq_len=16, eval_samples=4, holder_hotkey=keys["holder"].ss58_address,
         window=WindowConfig(blocks=10, upload_deadline=4, report_deadline=6),
-        inner={"steps": 2, "micro_batch": 2},
+        inner={"steps": 2, "micro_batch": 2}, **protocol_fields,
     )  # fmt: skip
     cfg = BeamConfig(protocol=protocol, node=NodeConfig(data=DataConfig(dir=str(data_dir))))
     if spec is None:
@@ -112,5 +113,6 @@ def world(tmp_path: Path, neuron_data_dir: Path) -> World:
 
 @pytest.fixture
 def world_with(tmp_path: Path, neuron_data_dir: Path):
-    """``world_with({name: slot}, template=None)``: another roster, or another topology."""
-    return lambda names, template=None: make_world(tmp_path, neuron_data_dir, names, template)
+    """``world_with({name: slot}, template=None, **protocol)``: another roster, or topology."""
+    return lambda names, template=None, **protocol: make_world(tmp_path, neuron_data_dir, names,
+                                                               template, **protocol)  # fmt: skip

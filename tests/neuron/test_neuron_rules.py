@@ -49,7 +49,8 @@ def test_stop_rules():
 
 
 def test_the_assigned_data_rule_is_a_pure_function_of_seed_window_and_hotkey():
-    rt = SimpleNamespace(cfg=SimpleNamespace(protocol=ProtocolConfig()))
+    rt = SimpleNamespace(cfg=SimpleNamespace(protocol=ProtocolConfig()),
+                         plan=SimpleNamespace(slots={}))  # fmt: skip
     data = SimpleNamespace(split_samples=lambda split: 1000)
     first = DATA_RULES["assigned"](rt, data, 5)
     assert first("alice") == DATA_RULES["assigned"](rt, data, 5)("alice")
@@ -57,3 +58,12 @@ def test_the_assigned_data_rule_is_a_pure_function_of_seed_window_and_hotkey():
         "alice"
     )
     assert len(first("alice")) == 30 * 8  # inner steps x micro-batch x accumulation
+
+
+def test_the_plans_inner_steps_set_the_sample_count():
+    """H comes from the plan's train step, so the trainer and every receipt check agree."""
+    train = SimpleNamespace(action="train", params={"inner_steps": 3})
+    plan = SimpleNamespace(slots={"worker": SimpleNamespace(steps=(train,))})
+    rt = SimpleNamespace(cfg=SimpleNamespace(protocol=ProtocolConfig()), plan=plan)
+    data = SimpleNamespace(split_samples=lambda split: 1000)
+    assert len(DATA_RULES["assigned"](rt, data, 5)("alice")) == 3 * 8

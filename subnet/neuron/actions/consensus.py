@@ -1,0 +1,83 @@
+"""Consensus: the validators' scores become one weight vector per round, on a weights lane.
+
+The consensus slot (a holder-class slot holding ``weights``) reads every trusted validator's
+signed score report for the round (writers of the score lane with ``runs.score``), takes each
+miner's median score (one dishonest validator cannot move a median of three), normalizes, and
+publishes the vector as a signed object on the weights lane (``consensus``). The model holder
+waits for it (gate ``weights_out``) and merges by it (merge weights ``consensus``: the weight
+object's writers are the only reports it trusts). On a chain, the chain's own epoch plays this
+slot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Set
+from dataclasses import dataclass, field
+from typing import Any
+
+from loguru import logger
+
+from ...scoring import merge_weights
+from ...storage.base import ObjectNotFound
+from ...storage.keys import ObjectKind, object_key
+from ..steps import Step
+from .signed import put_json
+
+WEIGHTS_FIELD = "scores"  # the holder parses a weights object like a score report
+
+
+def median_weights(
+    reports: Mapping[str, Mapping[str, float]], trusted: Set[str]
+) -> dict[str, float]:
+    """Each scored miner's median trusted score, normalized to sum 1 (empty if all are 0)."""
+    miners = sorted({m for hk, r in reports.items() if hk in trusted for m in r})
+    # every miner here was scored by a trusted validator, so merge_weights never falls back
+    return merge_weights(reports, trusted, dict.fromkeys(miners, 1)) if miners else {}
+
+
+def consensus_rule(reports: Mapping[str, Mapping[str, float]], trusted: Set[str],
+                   units: Mapping[str, int]) -> dict[str, float]:  # fmt: skip
+    """Merge weights: the consensus vector (``reports`` are the trusted weight objects), over the
+    contributors present; units when no weight object came."""
+    return merge_weights(reports, trusted, units)
+
+
+@dataclass
+class Consensus:
+    """The ``consensus`` action's result."""
+
+    window: int
+    weights: dict[str, float] = field(default_factory=dict)
+    validators: list[str] = field(default_factory=list)
+    key: str | None = None
+
+
+def consensus(holder: Any, step: Step) -> Consensus:
+    """Action: median the round's trusted score reports into weights; publish them signed."""
+    trusted = holder.trusted()
+    reports = holder._reports(step.window, trusted)
+    weights = median_weights(reports, trusted)
+    key = put_json(holder.rt, ObjectKind.WEIGHTS, step.window, step.lane, WEIGHTS_FIELD, weights)
+    holder.rt.metrics.log("consensus", window=step.window, weights=weights,
+                          validators=sorted(reports))  # fmt: skip
+    logger.info("window {}: consensus of {} reports over {} miners", step.window, len(reports),
+                len(weights))  # fmt: skip
+    return Consensus(step.window, weights, sorted(reports), key)
+
+
+def weights_out(neuron: Any, step: Step) -> bool:
+    """Gate: the round's consensus weights are out on the weights lane read."""
+    rt = neuron.rt
+    for lane in step.plan.reads:
+        if rt.plan.lanes[lane].kind != ObjectKind.WEIGHTS.value:
+            continue
+        for hotkey in rt.writers(lane):
+            reader = rt.reader(hotkey)
+            key = object_key(rt.cfg.protocol.run, ObjectKind.WEIGHTS, step.window, hotkey,
+                             lane=lane)  # fmt: skip
+            try:
+                if reader is None or reader.head(key) is None:
+                    return False
+            except ObjectNotFound:
+                return False
+    return True

@@ -1,0 +1,153 @@
+"""Signed data grants: ``admit``, ``grant_data``, the ``granted`` data rule and its gates.
+
+A member holding ``data.grant`` (the lead) admits the trainers present at the end of a round
+(``admit``: a member who joined mid-run is in the next round, one who left is not waited for)
+and grants each of them ``units`` data units for the next round (``grant_data``): one signed
+object per round on the grants lane, ``{hotkey: [unit, ...]}``. A unit is one inner step's
+samples (micro-batch x accumulation), consecutive units from a cursor over the train split, so
+a round's grants never overlap. Trainers train on their units only (``granted``, also what
+readers check receipts against), and only in a round they hold a grant for (gate ``granted``,
+which never lapses); the merge waits for every granted member (``granted_uploads``). Grants
+from a member without ``data.grant`` are ignored, whatever lane they are on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from loguru import logger
+
+from ...storage.base import ObjectNotFound
+from ...storage.keys import ObjectKind, object_key
+from ..steps import Step
+from .signed import get_json, lane_of_kind, put_json
+
+GRANT_FIELD = "grants"
+
+
+def unit_samples(rt: Any) -> int:
+    """Samples in one data unit: one inner step's micro-batches."""
+    inner = rt.cfg.protocol.inner
+    return inner.micro_batch * inner.accumulation
+
+
+def allocate(members: list[str], units: int, round_: int, total_units: int) -> dict[str, list[int]]:
+    """Each member's ``units`` unit indices for ``round_``: disjoint, consecutive, cycling."""
+    if total_units <= 0:
+        raise ValueError("no data units to grant")
+    start = round_ * len(members) * units
+    return {hk: [(start + i * units + j) % total_units for j in range(units)]
+            for i, hk in enumerate(sorted(members))}  # fmt: skip
+
+
+def unit_ids(unit: int, size: int) -> list[int]:
+    """The sample ids of data unit ``unit``."""
+    return list(range(unit * size, (unit + 1) * size))
+
+
+def grants_for(rt: Any, window: int) -> dict[str, list[int]]:
+    """The units granted for ``window`` by the members holding ``data.grant`` (first wins)."""
+    lane = lane_of_kind(rt, ObjectKind.DATA_GRANT)
+    if lane is None:
+        return {}
+    out: dict[str, list[int]] = {}
+    for grantor in rt.writers(lane):
+        if not rt.roster.may(grantor, "data.grant"):
+            continue  # a grant is an authority: only data.grant holders have it
+        got = get_json(rt, grantor, ObjectKind.DATA_GRANT, window, lane, GRANT_FIELD)
+        if not isinstance(got, dict):
+            continue
+        for hotkey, units in sorted(got.items()):
+            if isinstance(units, list) and all(isinstance(u, int) and u >= 0 for u in units):
+                out.setdefault(hotkey, units)
+    return out
+
+
+def granted(rt: Any, data: Any, window: int) -> Callable[[str], list[int]]:
+    """Data rule: ``hotkey -> sample ids`` of the units granted to it for ``window``."""
+    grants, size = grants_for(rt, window), unit_samples(rt)
+    total = data.split_samples("train")
+    return lambda hotkey: [i for u in grants.get(hotkey, []) for i in unit_ids(u, size)
+                           if i < total]  # fmt: skip
+
+
+def granted_gate(neuron: Any, step: Step) -> bool:
+    """Gate: this member holds a grant for the round."""
+    return bool(grants_for(neuron.rt, step.window).get(neuron.rt.hotkey))
+
+
+def granted_uploads(neuron: Any, step: Step) -> bool:
+    """Gate: every member granted data for the round has its upload on the lanes read."""
+    rt = neuron.rt
+    grants = grants_for(rt, step.window)
+    for lane in step.plan.reads:
+        if rt.plan.lanes[lane].kind != ObjectKind.GRADIENT.value:
+            continue
+        for hotkey in sorted(grants):
+            reader = rt.reader(hotkey)
+            key = object_key(rt.cfg.protocol.run, ObjectKind.GRADIENT, step.window, hotkey,
+                             lane=lane)  # fmt: skip
+            try:
+                if reader is None or reader.head(key) is None:
+                    return False
+            except ObjectNotFound:
+                return False
+    return True
+
+
+def trainers(rt: Any) -> list[str]:
+    """Members present in a slot writing a gradient lane, with ``runs.train``."""
+    slots = {s for lane in rt.plan.lanes.values() if lane.kind == ObjectKind.GRADIENT.value
+             for s in lane.writers}  # fmt: skip
+    return sorted({hk for s in slots for hk in rt.roster.in_slot(s)
+                   if rt.roster.may(hk, "runs.train")})  # fmt: skip
+
+
+@dataclass
+class Admitted:
+    """The ``admit`` action's result: who trains next round, who joined, who left."""
+
+    window: int
+    members: list[str]
+    joined: list[str] = field(default_factory=list)
+    left: list[str] = field(default_factory=list)
+
+
+def admit(holder: Any, step: Step) -> Admitted:
+    """Action: re-read membership now and admit the trainers present for the next round."""
+    holder.reread()
+    before = set(getattr(holder, "admitted", None) or [])
+    members = trainers(holder.rt)
+    result = Admitted(step.window, members, sorted(set(members) - before),
+                      sorted(before - set(members)))  # fmt: skip
+    holder.admitted = members
+    holder.rt.metrics.log("admitted", window=step.window, members=members, joined=result.joined,
+                          left=result.left)  # fmt: skip
+    logger.info("round {}: admitted {} (joined {}, left {})", step.window + 1, len(members),
+                len(result.joined), len(result.left))  # fmt: skip
+    return result
+
+
+@dataclass
+class Grant:
+    """The ``grant_data`` action's result: the round granted and each member's units."""
+
+    window: int
+    units: dict[str, list[int]]
+    key: str | None = None
+
+
+def grant_data(holder: Any, step: Step) -> Grant:
+    """Action: grant the next round's data units to the admitted trainers, one signed object."""
+    rt = holder.rt
+    members = getattr(holder, "admitted", None)
+    if members is None:
+        members = trainers(rt)
+    units = int(step.params.get("units", 1))
+    total = holder.data.split_samples("train") // unit_samples(rt)
+    grants = allocate(members, units, step.window + 1, total)
+    key = put_json(rt, ObjectKind.DATA_GRANT, step.window + 1, step.lane, GRANT_FIELD, grants)
+    rt.metrics.log("grant", window=step.window + 1, units=grants)
+    return Grant(step.window + 1, grants, key)

@@ -1,0 +1,148 @@
+"""Gossip on a ring (``mix``) and the merge of every worker's final model (``final_merge``).
+
+Workers are the members writing the ring lane, sorted by hotkey; worker ``i`` reads worker
+``i - 1`` (mod n). After its local steps a worker publishes its whole model on the ring lane
+(``publish_model``, used by ``train`` for a lane of kind ``checkpoint``); ``mix`` then sets
+``model = (1 - weight) * own + weight * predecessor`` and keeps it as the base of the next round
+(the worker holds its model: nothing is reset to a global version). The collector's
+``final_merge`` averages the final models of the last round and publishes the result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from loguru import logger
+
+from ...storage.base import ObjectNotFound, StorageError
+from ...storage.keys import ObjectKind, object_key
+from ...training import load_parameters, snapshot
+from ...wire import Expected, Rejected, fetch_envelope, publish_envelope
+from ..steps import Step
+
+State = Mapping[str, torch.Tensor]
+
+
+def predecessor(workers: list[str], hotkey: str) -> str:
+    """The ring predecessor of ``hotkey`` among the sorted ``workers``."""
+    return workers[(workers.index(hotkey) - 1) % len(workers)]
+
+
+def mix_states(own: State, other: State, weight: float) -> dict[str, torch.Tensor]:
+    """``(1 - weight) * own + weight * other``, tensor by tensor."""
+    return {k: (1.0 - weight) * own[k] + weight * other[k] for k in own}
+
+
+def trained_state(miner: Any) -> dict[str, torch.Tensor]:
+    """The miner's model after this window's local steps: its base minus its pseudo-gradient."""
+    shapes = {k: tuple(v.shape) for k, v in miner.replica.state.items()}
+    delta = miner.compressor.decode(miner.trained.payload, shapes)
+    return {k: miner.replica.state[k] - delta[k] for k in shapes}
+
+
+def publish_model(miner: Any, window: int, upload: Any, lane: str | None = None) -> None:
+    """Publish the trained model (not the update) on a ``checkpoint`` lane, signed."""
+    rt = miner.rt
+    key, _ = publish_envelope(
+        rt.store, signer=rt.signer, run=rt.cfg.protocol.run, kind=ObjectKind.CHECKPOINT,
+        window=window, tensors=trained_state(miner), base_version=miner.replica.version,
+        metadata=upload.metadata, lane=lane,
+    )  # fmt: skip
+    upload.key = key
+    logger.info("published model for window {} on {}", window, lane)
+
+
+def fetch_model(rt: Any, hotkey: str, window: int, lane: str,
+                shapes: Mapping[str, tuple[int, ...]], max_bytes: int) -> dict[str, torch.Tensor]:  # fmt: skip
+    """``hotkey``'s verified model for ``window`` on ``lane`` (Rejected if its shapes differ)."""
+    reader = rt.reader(hotkey)
+    if reader is None:
+        raise ValueError(f"no readable bucket for {hotkey}")
+    expected = Expected(rt.cfg.protocol.run, window, ObjectKind.CHECKPOINT, hotkey, lane=lane)
+    envelope = fetch_envelope(reader, expected, None, max_bytes=max_bytes)
+    if envelope.metadata.get("plan") != rt.plan.digest:
+        raise ValueError("model made under another run plan")
+    tensors = dict(envelope.tensors)
+    if {k: tuple(v.shape) for k, v in tensors.items()} != dict(shapes) or not all(
+        bool(t.isfinite().all()) for t in tensors.values()
+    ):
+        raise ValueError("model of the wrong shape or not finite")
+    return {k: t.float() for k, t in tensors.items()}
+
+
+def ring_lane(rt: Any, step: Step) -> str:
+    """The checkpoint lane the step reads."""
+    return next(n for n in step.plan.reads if rt.plan.lanes[n].kind == ObjectKind.CHECKPOINT.value)
+
+
+def predecessor_in(neuron: Any, step: Step) -> bool:
+    """Gate: the ring predecessor's model for this window is on the ring lane."""
+    rt = neuron.rt
+    lane = ring_lane(rt, step)
+    pred = predecessor(rt.writers(lane), rt.hotkey)
+    reader = rt.reader(pred)
+    key = object_key(rt.cfg.protocol.run, ObjectKind.CHECKPOINT, step.window, pred, lane=lane)
+    try:
+        return reader is not None and reader.head(key) is not None
+    except ObjectNotFound:
+        return False
+
+
+@dataclass
+class Mixed:
+    """The ``mix`` action's result."""
+
+    window: int
+    predecessor: str
+    weight: float  # the predecessor's weight actually applied (0 when its model was unusable)
+
+
+def mix(miner: Any, step: Step) -> Mixed:
+    """Action: mix the predecessor's model into ours; the result is the next round's base."""
+    rt, window = miner.rt, step.window
+    lane = ring_lane(rt, step)
+    pred = predecessor(rt.writers(lane), rt.hotkey)
+    own = trained_state(miner)
+    weight = float(step.params.get("weight", 0.5))
+    shapes = {k: tuple(v.shape) for k, v in own.items()}
+    try:
+        other = fetch_model(rt, pred, window, lane, shapes, miner.replica.max_bytes)
+    except (StorageError, Rejected, ValueError) as error:
+        logger.warning("window {}: predecessor {} model unusable ({}); keeping ours", window,
+                       pred[:8], error)  # fmt: skip
+        other, weight = own, 0.0
+    miner.replica.state = mix_states(own, other, weight)
+    load_parameters(miner.replica.model, miner.replica.state)
+    rt.metrics.log("mix", window=window, predecessor=pred, weight=weight)
+    return Mixed(window, pred, weight)
+
+
+def final_merge(holder: Any, step: Step) -> Any:
+    """Action (holder): average the final models on the lanes read and publish the result."""
+    from ..holder import MergeResult  # the holder imports this module for its actions dict
+
+    rt, window = holder.rt, step.window
+    lanes = [n for n in step.plan.reads if rt.plan.lanes[n].kind == ObjectKind.CHECKPOINT.value]
+    params = snapshot(holder.model)
+    shapes = {k: tuple(v.shape) for k, v in params.items()}
+    models: dict[str, dict[str, torch.Tensor]] = {}
+    for lane in lanes:
+        for hotkey in rt.writers(lane):
+            try:
+                models[hotkey] = fetch_model(rt, hotkey, window, lane, shapes, 1 << 31)
+            except (StorageError, Rejected, ValueError) as error:
+                logger.warning("window {}: final model of {} unusable: {}", window, hotkey[:8],
+                               error)  # fmt: skip
+    if not models:
+        logger.info("window {}: no final models to merge", window)
+        return MergeResult(window, False)
+    share = 1.0 / len(models)
+    merged = {k: sum(m[k] * share for m in models.values()) for k in shapes}
+    load_parameters(holder.model, merged)
+    holder.unpublished = window
+    result = MergeResult(window, True, dict.fromkeys(sorted(models), share))
+    holder.publish(window, result)
+    return result

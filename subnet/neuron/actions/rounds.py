@@ -1,0 +1,78 @@
+"""Round gates (``first_round``, ``final_round``) and the ``loss_below`` stop rule.
+
+``first_round`` and ``final_round`` are conditions, not waits: they never lapse, so a step
+behind them simply does not run in the other rounds. ``loss_below`` is decided by one slot
+(the ``[stop]`` table's ``by``): its member stops once its model's held-out loss is below
+``threshold`` and publishes a signed final marker for that window on the ``final`` lane;
+every other member stops once it reads that marker from that member (a marker from anyone
+else is never read). Every member also stops after ``max_rounds``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from loguru import logger
+
+from ...model import evaluate_loss
+from ...storage.keys import ObjectKind
+from ..steps import Step
+from .signed import get_json, put_json
+
+FINAL_LANE = "final"
+FINAL_FIELD = "final"
+
+
+def last_round(plan: Any) -> int | None:
+    """The index of the run's last round, from the stop table (None: no fixed end)."""
+    rounds = plan.stop.get("rounds", plan.stop.get("max_rounds"))
+    return None if rounds is None else int(rounds) - 1
+
+
+def first_round(neuron: Any, step: Step) -> bool:
+    """Gate: this is the run's first round (window 0 of the run's clock)."""
+    return step.window == 0
+
+
+def final_round(neuron: Any, step: Step) -> bool:
+    """Gate: this is the run's last round (per ``rounds`` or ``max_rounds``)."""
+    last = last_round(neuron.rt.plan)
+    return last is not None and step.window >= last
+
+
+def decider(neuron: Any, table: Mapping[str, Any]) -> str | None:
+    """The member of the ``by`` slot (the one whose marker counts), if any."""
+    members = neuron.rt.roster.in_slot(str(table.get("by", "")))
+    return members[0] if members else None
+
+
+def own_loss(neuron: Any) -> float | None:
+    """The held-out loss of the neuron's model, if it holds one."""
+    model, data = getattr(neuron, "model", None), getattr(neuron, "data", None)
+    if model is None or data is None:
+        return None
+    return evaluate_loss(model, data.heldout_batches(8, max_batches=4))
+
+
+def loss_below(neuron: Any, table: Mapping[str, Any]) -> bool:
+    """Stop rule: the decider's model is below ``threshold`` (its signed marker), or
+    ``max_rounds`` are done."""
+    rt, window = neuron.rt, neuron.last_window
+    if window + 1 >= int(table.get("max_rounds", 10**9)):
+        return True
+    by = decider(neuron, table)
+    if by is None or window < 0:
+        return False
+    if by == rt.hotkey:
+        loss = own_loss(neuron)
+        if loss is None or loss >= float(table["threshold"]):
+            return False
+        put_json(rt, ObjectKind.RUN_FINAL, window, FINAL_LANE, FINAL_FIELD,
+                 {"window": window, "loss": loss})  # fmt: skip
+        logger.info("loss {:.4f} below {}: final marker for window {} published", loss,
+                    table["threshold"], window)  # fmt: skip
+        return True
+    # The marker for the window before ours is enough: the decider merges after our last step.
+    return any(get_json(rt, by, ObjectKind.RUN_FINAL, w, FINAL_LANE, FINAL_FIELD) is not None
+               for w in (window, window - 1) if w >= 0)  # fmt: skip

@@ -1,0 +1,148 @@
+"""The tree all-reduce (``reduce``): each worker averages its subtree and passes it up.
+
+Workers are the members writing the partials lane, sorted by hotkey; worker ``i``'s parent is
+``(i - 1) // fanout`` and the root's (worker 0) is the lead, which merges the root's partial
+alone. Each partial is the sample-weighted mean of the subtree's pseudo-gradients, so the
+root's is the plain mean of every worker's (``combine`` of the children's partials and one's
+own). A child's weight is never its claim: it is the number of subtree members it says it
+covers, capped by the tree's subtree size, times the samples each trains per round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from loguru import logger
+
+from ...storage.base import ObjectNotFound
+from ...storage.keys import ObjectKind, object_key
+from ...versions import SyncError
+from ...wire import publish_envelope
+from ..rules import DATA_RULES, samples_per_window
+from ..steps import Step
+from ..uploads import collect_uploads
+
+Delta = Mapping[str, torch.Tensor]
+
+
+def tree_children(index: int, n: int, fanout: int) -> list[int]:
+    """The children of node ``index`` in a complete ``fanout``-ary tree over ``n`` nodes."""
+    first = index * fanout + 1
+    return list(range(first, min(n, first + fanout)))
+
+
+def subtree_size(index: int, n: int, fanout: int) -> int:
+    """How many nodes the subtree rooted at ``index`` has (itself included)."""
+    return 1 + sum(subtree_size(c, n, fanout) for c in tree_children(index, n, fanout))
+
+
+def combine(parts: Sequence[tuple[Delta, float]]) -> dict[str, torch.Tensor]:
+    """The weighted mean of ``(delta, weight)`` parts (weights need not sum to 1)."""
+    total = sum(w for _, w in parts)
+    if total <= 0:
+        raise ArithmeticError("no weight to combine")
+    names = parts[0][0].keys()
+    return {k: sum(d[k].double() * (w / total) for d, w in parts).to(parts[0][0][k].dtype)
+            for k in names}  # fmt: skip
+
+
+def fanout_of(rt: Any, step: Step) -> int:
+    """The tree's fanout: the step's ``fanout``, else the aggregation's ``tree_fanout``, else 2."""
+    return int(step.params.get("fanout", rt.plan.aggregation.get("tree_fanout", 2)))
+
+
+def tree_senders(rt: Any, lane: str) -> list[str] | None:
+    """Whose uploads on ``lane`` a merge reads: the tree root alone when the plan aggregates by a
+    tree (``tree_fanout``), else None (every writer)."""
+    if "tree_fanout" not in rt.plan.aggregation:
+        return None
+    return rt.writers(lane)[:1]
+
+
+def children_of(rt: Any, lane: str, fanout: int) -> list[str]:
+    """The members whose partials on ``lane`` this member waits for: its tree children, or the
+    root for a reader that is not in the tree (the lead)."""
+    workers = rt.writers(lane)
+    if rt.hotkey not in workers:
+        return workers[:1]
+    index = workers.index(rt.hotkey)
+    return [workers[c] for c in tree_children(index, len(workers), fanout)]
+
+
+def children_in(neuron: Any, step: Step) -> bool:
+    """Gate: every tree child (the lead: the root) has its partial on the lane read."""
+    rt = neuron.rt
+    for lane in step.plan.reads:
+        if rt.plan.lanes[lane].kind != ObjectKind.GRADIENT.value:
+            continue
+        for hotkey in children_of(rt, lane, fanout_of(rt, step)):
+            reader = rt.reader(hotkey)
+            key = object_key(rt.cfg.protocol.run, ObjectKind.GRADIENT, step.window, hotkey,
+                             lane=lane)  # fmt: skip
+            try:
+                if reader is None or reader.head(key) is None:
+                    return False
+            except ObjectNotFound:
+                return False
+    return True
+
+
+@dataclass
+class Partial:
+    """A subtree's partial mean, as sent to the parent (the ``reduce`` action's result)."""
+
+    window: int
+    members: int  # subtree members it covers
+    children: dict[str, int] = field(default_factory=dict)  # child -> members it covered
+    key: str | None = None
+
+
+def reduce(miner: Any, step: Step) -> Partial:
+    """Action: combine this window's own update with the tree children's partials; send it up."""
+    rt, window = miner.rt, step.window
+    own = getattr(miner, "trained", None)
+    if own is None or getattr(miner, "trained_window", None) != window:
+        raise SyncError("not_trained", f"nothing trained in window {window} to reduce")
+    lane, fanout = step.lane, fanout_of(rt, step)
+    workers = rt.writers(lane)
+    index = workers.index(rt.hotkey)
+    shapes = {k: tuple(v.shape) for k, v in miner.replica.state.items()}
+    per_member = samples_per_window(rt)
+    parts: list[tuple[Delta, float]] = [(miner.compressor.decode(own.payload, shapes), 1.0)]
+    losses = [(float(own.metadata.get("loss", "nan")), 1.0)]
+    kids = [workers[c] for c in tree_children(index, len(workers), fanout)]
+    got = collect_uploads(rt, window, kids, base_version=miner.replica.version,
+                          compressor=miner.compressor, shapes=shapes,
+                          assigned=DATA_RULES[rt.plan.data_rule](rt, miner.data, window),
+                          lane=lane)  # fmt: skip
+    covered: dict[str, int] = {}
+    for hotkey, upload in sorted(got.accepted.items()):
+        cap = subtree_size(workers.index(hotkey), len(workers), fanout)
+        claim = upload.metadata.get("members", "1")
+        members = min(cap, int(claim)) if claim.isdigit() and int(claim) > 0 else 1
+        covered[hotkey] = members
+        parts.append((upload.delta, float(members)))
+        losses.append((float(upload.metadata.get("loss", "nan")), float(members)))
+    for hotkey in sorted(set(kids) - set(got.accepted)):
+        logger.warning("window {}: no usable partial from child {}; its subtree is left out",
+                       window, hotkey[:8])  # fmt: skip
+    mean = combine(parts)
+    members = 1 + sum(covered.values())
+    loss = sum(v * w for v, w in losses) / sum(w for _, w in losses)
+    metadata = {**own.metadata, "members": str(members), "loss": f"{loss:.6f}",
+                "subtree_samples": str(members * per_member)}  # fmt: skip
+    key, _ = publish_envelope(
+        rt.store, signer=rt.signer, run=rt.cfg.protocol.run, kind=ObjectKind.GRADIENT,
+        window=window, tensors=miner.compressor.encode(mean), base_version=miner.replica.version,
+        metadata=metadata, lane=lane,
+    )  # fmt: skip
+    rt.metrics.log("reduce", window=window, members=members, children=covered, loss=loss)
+    logger.info("window {}: reduced {} members' updates, sent up on {}", window, members, lane)
+    return Partial(window, members, covered, key)
+
+
+__all__ = ["children_in", "combine", "reduce", "subtree_size", "tree_children",
+           "tree_senders"]  # fmt: skip
