@@ -40,7 +40,7 @@ def world():
     protocol = ProtocolConfig(holder_hotkey="x",
                               inner={"steps": 4, "micro_batch": 2, "min_steps": 2})  # fmt: skip
     rt = SimpleNamespace(cfg=BeamConfig(protocol=protocol), readers=Readers(), max_bytes=1 << 24,
-                         plan=SimpleNamespace(digest="ab" * 8))  # fmt: skip
+                         plan=SimpleNamespace(digest="ab" * 8, slots={}))  # fmt: skip
     params = snapshot(build_model("tiny", seed=0))
     return (
         rt,

@@ -47,7 +47,7 @@ class Readers:
 def world():
     protocol = ProtocolConfig(holder_hotkey="x")
     rt = SimpleNamespace(cfg=BeamConfig(protocol=protocol), readers=Readers(), max_bytes=1 << 24,
-                         plan=SimpleNamespace(digest="ab" * 8))  # fmt: skip
+                         plan=SimpleNamespace(digest="ab" * 8, slots={}))  # fmt: skip
     params = snapshot(build_model("tiny", seed=0))
     shapes = {k: tuple(v.shape) for k, v in params.items()}
     compressor = build_compressor(CompressionConfig())

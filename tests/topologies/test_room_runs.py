@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from room_support import RoomRun, TopologyRoom  # noqa: I001 (tests/topologies on sys.path)
+from topology_rooms import RoomRun, TopologyRoom  # noqa: I001 (tests/topologies on sys.path)
 from test_in_memory import NOT_YET, PROPERTIES, SMALL
 
 from subnet.childproc import stop_all

@@ -124,7 +124,7 @@ def reduce(miner: Any, step: Step) -> Partial:
         claim = upload.metadata.get("members", "1")
         members = min(cap, int(claim)) if claim.isdigit() and int(claim) > 0 else 1
         covered[hotkey] = members
-        parts.append((upload.delta, float(members)))
+        parts.append((upload.decode(), float(members)))
         losses.append((float(upload.metadata.get("loss", "nan")), float(members)))
     for hotkey in sorted(set(kids) - set(got.accepted)):
         logger.warning("window {}: no usable partial from child {}; its subtree is left out",
