@@ -19,8 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from topology_rooms import RoomRun, TopologyRoom  # noqa: I001 (tests/topologies on sys.path)
 from test_in_memory import NOT_YET, PROPERTIES, SMALL
+from topology_rooms import RoomRun, TopologyRoom  # noqa: I001 (tests/topologies on sys.path)
 
 from subnet.childproc import stop_all
 from subnet.room.local import KEYS, RoomSettings
