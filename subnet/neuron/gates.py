@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import WindowConfig
-from ..storage.base import ObjectNotFound
-from ..storage.keys import ObjectKind, object_key
+from ..storage.keys import ObjectKind
 from .actions.consensus import weights_out
 from .actions.grants import granted_gate, granted_uploads
+from .actions.presence import objects_present
 from .actions.ring import predecessor_in
 from .actions.rounds import final_round, first_round
 from .actions.tree import children_in
@@ -54,15 +54,9 @@ def all_uploads(neuron: Any, step: Step) -> bool:
         lane = rt.plan.lanes[name]
         if lane.kind not in UPLOAD_KINDS:
             continue
-        for hotkey in rt.writers(name):
-            reader = rt.readers.get(hotkey)
-            key = object_key(rt.cfg.protocol.run, ObjectKind(lane.kind), step.window, hotkey,
-                             lane=name)  # fmt: skip
-            try:
-                if reader is None or reader.head(key) is None:
-                    return False
-            except ObjectNotFound:
-                return False
+        if not objects_present(rt, ObjectKind(lane.kind), name, step.window, rt.writers(name),
+                               read=rt.readers.get):  # fmt: skip
+            return False
     return True
 
 

@@ -18,9 +18,9 @@ from typing import Any
 from loguru import logger
 
 from ...scoring import merge_weights
-from ...storage.base import ObjectNotFound
-from ...storage.keys import ObjectKind, object_key
+from ...storage.keys import ObjectKind
 from ..steps import Step
+from .presence import objects_present
 from .signed import put_json
 
 WEIGHTS_FIELD = "scores"  # the holder parses a weights object like a score report
@@ -71,13 +71,6 @@ def weights_out(neuron: Any, step: Step) -> bool:
     for lane in step.plan.reads:
         if rt.plan.lanes[lane].kind != ObjectKind.WEIGHTS.value:
             continue
-        for hotkey in rt.writers(lane):
-            reader = rt.reader(hotkey)
-            key = object_key(rt.cfg.protocol.run, ObjectKind.WEIGHTS, step.window, hotkey,
-                             lane=lane)  # fmt: skip
-            try:
-                if reader is None or reader.head(key) is None:
-                    return False
-            except ObjectNotFound:
-                return False
+        if not objects_present(rt, ObjectKind.WEIGHTS, lane, step.window, rt.writers(lane)):
+            return False
     return True

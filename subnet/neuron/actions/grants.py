@@ -19,9 +19,9 @@ from typing import Any
 
 from loguru import logger
 
-from ...storage.base import ObjectNotFound
-from ...storage.keys import ObjectKind, object_key
+from ...storage.keys import ObjectKind
 from ..steps import Step
+from .presence import objects_present
 from .signed import get_json, lane_of_kind, put_json
 
 GRANT_FIELD = "grants"
@@ -85,15 +85,8 @@ def granted_uploads(neuron: Any, step: Step) -> bool:
     for lane in step.plan.reads:
         if rt.plan.lanes[lane].kind != ObjectKind.GRADIENT.value:
             continue
-        for hotkey in sorted(grants):
-            reader = rt.reader(hotkey)
-            key = object_key(rt.cfg.protocol.run, ObjectKind.GRADIENT, step.window, hotkey,
-                             lane=lane)  # fmt: skip
-            try:
-                if reader is None or reader.head(key) is None:
-                    return False
-            except ObjectNotFound:
-                return False
+        if not objects_present(rt, ObjectKind.GRADIENT, lane, step.window, sorted(grants)):
+            return False
     return True
 
 

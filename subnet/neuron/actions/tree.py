@@ -17,13 +17,13 @@ from typing import Any
 import torch
 from loguru import logger
 
-from ...storage.base import ObjectNotFound
-from ...storage.keys import ObjectKind, object_key
+from ...storage.keys import ObjectKind
 from ...versions import SyncError
 from ...wire import publish_envelope
 from ..rules import DATA_RULES, samples_per_window
 from ..steps import Step
 from ..uploads import collect_uploads
+from .presence import objects_present
 
 Delta = Mapping[str, torch.Tensor]
 
@@ -78,15 +78,9 @@ def children_in(neuron: Any, step: Step) -> bool:
     for lane in step.plan.reads:
         if rt.plan.lanes[lane].kind != ObjectKind.GRADIENT.value:
             continue
-        for hotkey in children_of(rt, lane, fanout_of(rt, step)):
-            reader = rt.reader(hotkey)
-            key = object_key(rt.cfg.protocol.run, ObjectKind.GRADIENT, step.window, hotkey,
-                             lane=lane)  # fmt: skip
-            try:
-                if reader is None or reader.head(key) is None:
-                    return False
-            except ObjectNotFound:
-                return False
+        kids = children_of(rt, lane, fanout_of(rt, step))
+        if not objects_present(rt, ObjectKind.GRADIENT, lane, step.window, kids):
+            return False
     return True
 
 
