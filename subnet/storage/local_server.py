@@ -12,6 +12,7 @@ moto accepts any access key pair; `server.environ()` gives dummy ones for the de
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -29,6 +30,10 @@ DUMMY_SECRET_ACCESS_KEY = "beam-local-secret"
 
 class LocalServerError(RuntimeError):
     """The local S3 server could not be started."""
+
+
+class _ExitedAtStart(LocalServerError):
+    """moto exited before answering: most often its port was taken in the meantime."""
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -77,10 +82,22 @@ class MotoServer:
         }
 
     def start(self) -> str:
-        """Start the subprocess and wait until it answers; returns `endpoint_url`."""
+        """Start the subprocess and wait until it answers; returns `endpoint_url`.
+
+        A port picked here was free a moment ago; if another process took it before moto bound
+        it (parallel test workers do), moto exits and a new port is picked, up to three times.
+        """
         if self._process is not None:
             return self.endpoint_url
-        self.port = self.port or free_port(self.host)
+        if self.port is not None:
+            return self._start_on(self.port)
+        for _ in range(2):
+            with contextlib.suppress(_ExitedAtStart):
+                return self._start_on(free_port(self.host))
+        return self._start_on(free_port(self.host))  # the third try raises what it meets
+
+    def _start_on(self, port: int) -> str:
+        self.port = port
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         try:
             self._process = subprocess.Popen(
@@ -120,7 +137,7 @@ class MotoServer:
             if self._process.poll() is not None:
                 code = self._process.returncode
                 self._process = None
-                raise LocalServerError(f"moto server exited with code {code} during start")
+                raise _ExitedAtStart(f"moto server exited with code {code} during start")
             try:
                 with urllib.request.urlopen(f"{self.endpoint_url}/moto-api/", timeout=1):
                     return

