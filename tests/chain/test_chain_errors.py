@@ -19,7 +19,7 @@ RAO = 1_000_000_000
 def run(script: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(ROOT / "scripts" / script), *args],
-        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
         env={**os.environ, **(env or {})}, cwd=ROOT,
     )  # fmt: skip
 
