@@ -52,13 +52,15 @@ class MotoServer:
         port: int | None = None,
         *,
         log_path: Path | None = None,
-        start_timeout_s: float = 30.0,
+        start_timeout_s: float = 120.0,
         env: Mapping[str, str] | None = None,
     ) -> None:
         """Configure (not start) a server; `port=None` picks a free one at `start()`.
 
-        `env` adds variables for the subprocess, e.g. `{"INITIAL_NO_AUTH_ACTION_COUNT": "3"}`
-        makes moto enforce IAM credentials after the first three requests.
+        `start_timeout_s` only bounds a hang (an exit is seen at once), so it is long: a busy
+        machine can take tens of seconds to start the server. `env` adds variables for the
+        subprocess, e.g. `{"INITIAL_NO_AUTH_ACTION_COUNT": "3"}` makes moto enforce IAM
+        credentials after the first three requests.
         """
         self.env = dict(env or {})
         self.host = host

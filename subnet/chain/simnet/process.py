@@ -29,8 +29,12 @@ class SimnetProcess:
         """The ``--subtensor.network`` value for this chain."""
         return f"sim://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 30.0) -> SimnetProcess:
-        """Spawn the server and wait until it has bound its port."""
+    def start(self, timeout: float = 120.0) -> SimnetProcess:
+        """Spawn the server and wait until it has bound its port.
+
+        A crash is seen at once; the timeout only bounds a hang, so it is long: on a busy
+        machine (load 40 on 2 cores) a start ran past 30 s.
+        """
         port_file = self.db.with_suffix(".port")
         port_file.unlink(missing_ok=True)
         self.db.parent.mkdir(parents=True, exist_ok=True)
