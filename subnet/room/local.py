@@ -96,6 +96,7 @@ class LocalRoom:
         self.server = server or MotoServer()
         self.owns_server = server is None
         self.launch = launch
+        self.buckets: set[str] = set()  # created already (spawning 42 members re-asked each)
         self.procs: dict[str, subprocess.Popen] = {}
         self.hotkeys: dict[str, str] = {}
         self.address: RoomAddress | None = None
@@ -109,9 +110,12 @@ class LocalRoom:
     def bucket(self, name: str) -> str:
         """Member ``name``'s bucket (created on first use)."""
         bucket = f"{self.settings.buckets}-{name}".replace("_", "-")  # S3: no underscores
-        store = S3Store.from_config(StorageConfig(bucket=bucket, endpoint_url=self.server.endpoint_url,
-                                                  addressing_style="path"), KEYS)  # fmt: skip
-        store.ensure_bucket()
+        if bucket not in self.buckets:
+            store = S3Store.from_config(StorageConfig(
+                bucket=bucket, endpoint_url=self.server.endpoint_url, addressing_style="path",
+            ), KEYS)  # fmt: skip
+            store.ensure_bucket()
+            self.buckets.add(bucket)
         return bucket
 
     def read(self, name: str) -> str:

@@ -73,8 +73,7 @@ class ForkServer:
                 [sys.executable, __file__, str(self.codes)], stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=log, preexec_fn=die_with_parent,  # noqa: PLW1509
             )  # fmt: skip
-        self.lock = threading.Lock()
-        self._ask({})  # returns once the imports are done
+        self.lock = threading.Lock()  # the first fork waits for the imports (meanwhile: other work)
 
     def _ask(self, request: dict) -> dict:
         with self.lock:

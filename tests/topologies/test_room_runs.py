@@ -15,6 +15,7 @@ with the boot times, so a slow boot is never mistaken for a topology defect.
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -26,7 +27,7 @@ from forkserver import ForkServer
 from test_in_memory import NOT_YET, PROPERTIES, SMALL
 from topology_rooms import RoomRun, TopologyRoom  # noqa: I001 (tests/topologies on sys.path)
 
-from subnet.childproc import stop_all
+from subnet.childproc import spawn, stop_all
 from subnet.room.local import KEYS, RoomSettings
 from subnet.storage.config import StorageConfig
 from subnet.storage.keys import ObjectKind, object_key
@@ -37,14 +38,17 @@ from subnet.topology import Template, load_spec
 # One fixture runs every selected topology's room at once: the module's tests stay on one xdist
 # worker (``--dist loadgroup``), so the rooms run once.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("topology-rooms")]
-# 44 s rounds of 2 s ticks: trainers have 22 s (sync, grant, 2 steps, upload), validators 12 s
-# (sync, score, report), holders 10 s to merge. At load average 55-60 on the 2 cores, 20 s
-# rounds (4 s to score) missed reports and uploads, and 1 s ticks doubled every member's
-# polling of the gates.
-TICK, WINDOW, PHASES = 2.0, 22, (11, 17)
+# 44 s rounds of 2 s ticks: trainers have 26 s (sync, grant, 2 steps, upload: round 0, when 28
+# trainers take their first steps at once, is the slowest), validators 10 s (sync, score,
+# report), holders 8 s to merge. At load average 50-60 on the 2 cores, 20 s rounds (4 s to
+# score) missed reports and uploads, and 1 s ticks doubled every member's polling of the gates.
+TICK, WINDOW, PHASES = 2.0, 22, (13, 18)
 START_IN = 45.0  # seconds from publishing the runs to the first round 0: every member (forked,
 # so no imports to pay) reads the room, compiles the plan and loads the data before it
 STAGGER = 2.0  # seconds between the runs' origins, so their bursts of work do not coincide
+# BEAM_ROOM_SPAWN=exec starts every member as a fresh `python neurons/...` instead of a fork: the
+# same runs, minus the fork server, with round 0 later by a fresh interpreter's boot per member.
+EXEC_BOOT_S = 8.0
 
 
 def template_for(ref: str, rounds: int) -> Template:
@@ -60,11 +64,14 @@ def tag(ref: str) -> str:
 
 
 def finished(room: TopologyRoom, rounds: int) -> bool:
-    """Every member exited (a run that stops itself), or the run is well past its last round:
-    into the window after it for a run that never stops (its last round is merged by then),
-    half a window more for one that stops itself but did not (the checks then say why)."""
+    """Every member exited (a run that stops itself), one failed (its test says so), or the run
+    is well past its last round: into the window after it for a run that never stops (its last
+    round is merged by then), half a window more for one that stops itself but did not."""
+    codes = [p.poll() for p in room.procs.values()]
+    if all(c is not None for c in codes) or any(c not in (None, 0) for c in codes):
+        return True
     never = load_spec(room.template.topology).stop["rule"] == "never"
-    return not any(room.alive().values()) or room.window_now() >= rounds + (0.9 if never else 1.5)
+    return room.window_now() >= rounds + (0.9 if never else 1.5)
 
 
 def selected(session: pytest.Session) -> list[str]:
@@ -79,24 +86,27 @@ def room_runs(request, tmp_path_factory, neuron_data_dir) -> Iterator[dict[str, 
     """The selected runs, started together and run to their ends; the S3 server stays up for
     the checks."""
     root = tmp_path_factory.mktemp("rooms")
-    forks = ForkServer(root)
+    fresh = os.environ.get("BEAM_ROOM_SPAWN", "fork") == "exec"
+    forks = None if fresh else ForkServer(root)
     server = MotoServer(log_path=root / "moto.log")
-    server.start()
     rooms: dict[str, TopologyRoom] = {}
     try:
+        server.start()
         for ref in selected(request.session):
             settings = RoomSettings(dataset="tiny", data_dir=str(neuron_data_dir),
                                     tick_seconds=TICK, window_ticks=WINDOW, inner_steps=2,
                                     room=tag(ref), run="topo", buckets=f"beam-{tag(ref)}")  # fmt: skip
             rooms[ref] = TopologyRoom(root / tag(ref), settings, template_for(ref, PROPERTIES[ref][0]),
-                                      phases=PHASES, server=server, launch=forks.spawn)  # fmt: skip
+                                      phases=PHASES, server=server,
+                                      launch=spawn if fresh else forks.spawn)  # fmt: skip
         with ThreadPoolExecutor(len(rooms)) as pool:  # mostly waiting on the S3 server
             list(pool.map(TopologyRoom.admit_members, rooms.values()))
-        origin = time.time() + START_IN
+        boot = EXEC_BOOT_S * sum(len(r.slots) for r in rooms.values()) if fresh else 0.0
+        origin = time.time() + START_IN + boot
         for i, room in enumerate(rooms.values()):
             room.publish(origin + i * STAGGER)
-        for room in rooms.values():
-            room.spawn_all()
+        with ThreadPoolExecutor(len(rooms)) as pool:
+            list(pool.map(TopologyRoom.spawn_all, rooms.values()))
         while not all(finished(room, PROPERTIES[ref][0]) for ref, room in rooms.items()):
             time.sleep(1)
         procs = [(room, name) for room in rooms.values() for name in room.procs]
@@ -106,7 +116,8 @@ def room_runs(request, tmp_path_factory, neuron_data_dir) -> Iterator[dict[str, 
                for ref, room in rooms.items()}  # fmt: skip
     finally:
         stop_all([p for room in rooms.values() for p in room.procs.values()], timeout=30)
-        forks.stop()
+        if forks is not None:
+            forks.stop()
         server.stop()
 
 
