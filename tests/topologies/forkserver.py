@@ -73,7 +73,12 @@ class ForkServer:
                 [sys.executable, __file__, str(self.codes)], stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=log, preexec_fn=die_with_parent,  # noqa: PLW1509
             )  # fmt: skip
-        self.lock = threading.Lock()  # the first fork waits for the imports (meanwhile: other work)
+        self.lock = threading.Lock()
+
+    def ready(self) -> None:
+        """Return once the server's imports are done (they run while the caller does other
+        work), so what is timed after this is forking alone."""
+        self._ask({})
 
     def _ask(self, request: dict) -> dict:
         with self.lock:

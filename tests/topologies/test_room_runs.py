@@ -18,11 +18,11 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 from forkserver import ForkServer
 from test_in_memory import NOT_YET, PROPERTIES, SMALL
 from topology_rooms import RoomRun, TopologyRoom  # noqa: I001 (tests/topologies on sys.path)
@@ -43,9 +43,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("topology-rooms")]
 # report), holders 8 s to merge. At load average 50-60 on the 2 cores, 20 s rounds (4 s to
 # score) missed reports and uploads, and 1 s ticks doubled every member's polling of the gates.
 TICK, WINDOW, PHASES = 2.0, 22, (13, 18)
-START_IN = 45.0  # seconds from publishing the runs to the first round 0: every member (forked,
-# so no imports to pay) reads the room, compiles the plan and loads the data before it
-STAGGER = 2.0  # seconds between the runs' origins, so their bursts of work do not coincide
+START_IN = 45.0  # seconds from publishing a run (then starting its members) to its round 0:
+# every member (forked, so no imports to pay) reads the room, compiles the plan and loads the
+# data before it. The 13 runs are published one after another, so their rounds start spread
+# out (by a fork's time each, about 1 s under load) and their bursts of work do not coincide.
 # BEAM_ROOM_SPAWN=exec starts every member as a fresh `python neurons/...` instead of a fork: the
 # same runs, minus the fork server, with round 0 later by a fresh interpreter's boot per member.
 EXEC_BOOT_S = 8.0
@@ -81,44 +82,81 @@ def selected(session: pytest.Session) -> list[str]:
     return sorted(refs) or sorted(PROPERTIES)
 
 
-@pytest.fixture(scope="module")
-def room_runs(request, tmp_path_factory, neuron_data_dir) -> Iterator[dict[str, RoomRun]]:
-    """The selected runs, started together and run to their ends; the S3 server stays up for
-    the checks."""
-    root = tmp_path_factory.mktemp("rooms")
+def make_rooms(root: Path, refs: list[str], data: Path, **room) -> dict[str, TopologyRoom]:
+    """Each topology's room (not yet set up) in ``root/<topology>``."""
+    rooms = {}
+    for ref in refs:
+        settings = RoomSettings(dataset="tiny", data_dir=str(data), tick_seconds=TICK,
+                                window_ticks=WINDOW, inner_steps=2, room=tag(ref), run="topo",
+                                buckets=f"beam-{tag(ref)}")  # fmt: skip
+        rooms[ref] = TopologyRoom(root / tag(ref), settings, template_for(ref, PROPERTIES[ref][0]),
+                                  phases=PHASES, **room)  # fmt: skip
+    return rooms
+
+
+def run_rooms(root: Path, refs: list[str], data: Path) -> None:
+    """Run the rooms of ``refs`` at once to their ends; write what the checks need beyond the
+    members' files (exit codes, the uploads check, which needs the S3 server) to
+    ``root/results.json``."""
     fresh = os.environ.get("BEAM_ROOM_SPAWN", "fork") == "exec"
     forks = None if fresh else ForkServer(root)
     server = MotoServer(log_path=root / "moto.log")
     rooms: dict[str, TopologyRoom] = {}
     try:
         server.start()
-        for ref in selected(request.session):
-            settings = RoomSettings(dataset="tiny", data_dir=str(neuron_data_dir),
-                                    tick_seconds=TICK, window_ticks=WINDOW, inner_steps=2,
-                                    room=tag(ref), run="topo", buckets=f"beam-{tag(ref)}")  # fmt: skip
-            rooms[ref] = TopologyRoom(root / tag(ref), settings, template_for(ref, PROPERTIES[ref][0]),
-                                      phases=PHASES, server=server,
-                                      launch=spawn if fresh else forks.spawn)  # fmt: skip
+        rooms = make_rooms(root, refs, data, server=server,
+                           launch=spawn if fresh else forks.spawn)  # fmt: skip
         with ThreadPoolExecutor(len(rooms)) as pool:  # mostly waiting on the S3 server
             list(pool.map(TopologyRoom.admit_members, rooms.values()))
-        boot = EXEC_BOOT_S * sum(len(r.slots) for r in rooms.values()) if fresh else 0.0
-        origin = time.time() + START_IN + boot
-        for i, room in enumerate(rooms.values()):
-            room.publish(origin + i * STAGGER)
-        with ThreadPoolExecutor(len(rooms)) as pool:
-            list(pool.map(TopologyRoom.spawn_all, rooms.values()))
+        if forks is not None:
+            forks.ready()  # round 0 is timed from a fork server that can fork
+        for room in rooms.values():  # each run's round 0 is timed from its own members' start
+            room.publish(time.time() + START_IN + (EXEC_BOOT_S * len(room.slots) if fresh else 0))
+            room.spawn_all()
         while not all(finished(room, PROPERTIES[ref][0]) for ref, room in rooms.items()):
             time.sleep(1)
         procs = [(room, name) for room in rooms.values() for name in room.procs]
         codes = stop_all([room.procs[name] for room, name in procs], timeout=30)
-        yield {ref: RoomRun(room, PROPERTIES[ref][0],
-                            {n: c for (r, n), c in zip(procs, codes, strict=True) if r is room})
-               for ref, room in rooms.items()}  # fmt: skip
+        results = {}
+        for ref, room in rooms.items():
+            run = RoomRun(room, PROPERTIES[ref][0],
+                          {n: c for (r, n), c in zip(procs, codes, strict=True) if r is room})  # fmt: skip
+            try:
+                check_uploads(run)
+                uploads = None
+            except AssertionError as error:
+                uploads = f"a merged contributor's upload is missing: {error}"
+            results[ref] = {"codes": run.codes, "uploads": uploads,
+                            "endpoint": server.endpoint_url, "bucket": room.address.bucket}  # fmt: skip
+        (root / "results.json").write_text(json.dumps(results, indent=2))
     finally:
         stop_all([p for room in rooms.values() for p in room.procs.values()], timeout=30)
         if forks is not None:
             forks.stop()
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def room_runs(request, tmp_path_factory, neuron_data_dir) -> dict[str, RoomRun]:
+    """The selected runs, all at once, run once per test session: under xdist the first worker
+    to get here runs them while another one that gets here waits for its results (whatever
+    ``--dist`` did with the module's tests)."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "topology-rooms"
+    refs = selected(request.session)
+    with FileLock(f"{root}.lock"):
+        if not (root / "results.json").exists():
+            root.mkdir(parents=True, exist_ok=True)
+            run_rooms(root, refs, neuron_data_dir)
+    results = json.loads((root / "results.json").read_text())
+    runs = {}
+    for ref, room in make_rooms(root, refs, neuron_data_dir).items():
+        for name in room.slots:
+            room.wallet(name)  # its hotkey, from the wallet the run created
+        room.origin = json.loads((room.root / "run.json").read_text())["origin"]
+        runs[ref] = RoomRun(room, PROPERTIES[ref][0], results[ref]["codes"])
+        runs[ref].results = results[ref]
+    return runs
 
 
 def boot_times(run: RoomRun) -> dict[str, float | None]:
@@ -185,13 +223,13 @@ def check_run(run: RoomRun, ref: str) -> None:
               for n in run.room.slots}  # fmt: skip
     assert not any(failed.values()), failed
     PROPERTIES[ref][1](run)
-    check_uploads(run)
+    assert run.results["uploads"] is None, run.results["uploads"]
 
 
 def test_the_runs_shared_one_server_and_kept_apart(room_runs):
     """One S3 server for all the runs, each in its own room and buckets."""
-    rooms = [run.room for run in room_runs.values()]
-    assert len({r.server.endpoint_url for r in rooms}) == 1
-    assert len({r.address.bucket for r in rooms}) == len(rooms)
-    assert all(json.loads((r.root / "run.json").read_text())["topology"] == r.template.topology
-               for r in rooms)  # fmt: skip
+    results = [run.results for run in room_runs.values()]
+    assert len({r["endpoint"] for r in results}) == 1
+    assert len({r["bucket"] for r in results}) == len(results)
+    assert all(json.loads((run.room.root / "run.json").read_text())["topology"] == ref
+               for ref, run in room_runs.items())  # fmt: skip

@@ -121,6 +121,7 @@ class RoomRun:
 
     def __init__(self, room: TopologyRoom, rounds: int, codes: dict[str, int | None]) -> None:
         self.room, self.rounds, self.codes = room, rounds, codes
+        self.results: dict = {}  # what the run's harness recorded beyond the members' files
 
     def names(self, slot: str) -> list[str]:
         return sorted((n for n, s in self.room.slots.items() if s == slot),
