@@ -7,9 +7,10 @@ room, run, buckets and folder; the parametrized tests then read only what each r
 (its members' metrics files and the signed objects in their buckets): the topology's defining
 property (the same checks as the in-memory runs), no failed window for any member, every
 process exiting cleanly, and, for every merged round, each expected writer's signed upload on
-the lane the plan says. Members are forked from a fork server that paid the imports once
-(``forkserver.py`` says why); a member that was not ready by round 0 fails its run's test
-with the boot times, so a slow boot is never mistaken for a topology defect.
+the lane the plan says (checked while the server is up). Members are forked from a fork
+server that paid the imports once (``forkserver.py`` says why). A failing test prints when each
+member was running relative to round 0, so a slow boot is not mistaken for a topology defect.
+Under xdist the rooms run once per session, whichever worker needs them first (a file lock).
 """
 
 from __future__ import annotations
