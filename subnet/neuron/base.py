@@ -88,7 +88,9 @@ class BaseNeuron(ABC):
 
     def run(self, max_windows: int | None = None) -> int:
         """Follow the clock and run each window's planned steps once; returns windows done."""
-        handled, seen = 0, -1
+        # Ticks before a room run's origin are negative: they are ticks all the same (setup is
+        # retried on them), so nothing is skipped as "seen" before the first tick arrives.
+        handled, seen = 0, None
         steps = ", ".join(f"{s.action} ({s.phase})" for s in self.slot.steps)
         logger.info("{} running slot {} of {}: {}", self.role, self.slot.name, self.rt.plan.ref,
                     steps)  # fmt: skip
@@ -96,7 +98,7 @@ class BaseNeuron(ABC):
         for tick in self.rt.clock.ticks():
             if self.stop_event.is_set():
                 break
-            if tick <= seen:
+            if seen is not None and tick <= seen:
                 continue
             seen = tick
             if not self.ready and not self.try_setup():

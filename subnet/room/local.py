@@ -15,6 +15,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,9 @@ class RoomSettings:
     inner_steps: int = 10
     room: str = "lab"
     run: str = "demo"
+    buckets: str = (
+        "beam"  # members' buckets are ``{buckets}-{name}`` (rooms sharing a server differ)
+    )
     scripts: dict[str, str] = field(default_factory=dict)  # member name -> another entry script
 
     def protocol(self) -> ProtocolConfig:
@@ -82,10 +86,17 @@ class RoomSettings:
 class LocalRoom:
     """Start, watch and stop a local room run under ``root``."""
 
-    def __init__(self, root: str | Path, settings: RoomSettings) -> None:
+    def __init__(self, root: str | Path, settings: RoomSettings, server: MotoServer | None = None,
+                 launch: Callable[..., Any] = spawn) -> None:  # fmt: skip
+        """A room under ``root``; on its own S3 server, or on ``server`` (started and stopped by
+        whoever shares it). ``launch`` starts a member's process (``childproc.spawn``'s
+        signature)."""
         self.root = Path(root).resolve()
         self.settings = settings
-        self.server = MotoServer()
+        self.server = server or MotoServer()
+        self.owns_server = server is None
+        self.launch = launch
+        self.buckets: set[str] = set()  # created already (spawning 42 members re-asked each)
         self.procs: dict[str, subprocess.Popen] = {}
         self.hotkeys: dict[str, str] = {}
         self.address: RoomAddress | None = None
@@ -98,10 +109,13 @@ class LocalRoom:
 
     def bucket(self, name: str) -> str:
         """Member ``name``'s bucket (created on first use)."""
-        bucket = f"beam-{name}"
-        store = S3Store.from_config(StorageConfig(bucket=bucket, endpoint_url=self.server.endpoint_url,
-                                                  addressing_style="path"), KEYS)  # fmt: skip
-        store.ensure_bucket()
+        bucket = f"{self.settings.buckets}-{name}".replace("_", "-")  # S3: no underscores
+        if bucket not in self.buckets:
+            store = S3Store.from_config(StorageConfig(
+                bucket=bucket, endpoint_url=self.server.endpoint_url, addressing_style="path",
+            ), KEYS)  # fmt: skip
+            store.ensure_bucket()
+            self.buckets.add(bucket)
         return bucket
 
     def read(self, name: str) -> str:
@@ -151,7 +165,7 @@ class LocalRoom:
             str(Path(s.data_dir).resolve()), "--logging.dir", str(self.root / "logs"),
             "--neuron.threads", "1",
         ]  # fmt: skip
-        self.procs[name] = spawn(args, self.root / "logs" / f"{name}.out", KEYS)
+        self.procs[name] = self.launch(args, self.root / "logs" / f"{name}.out", KEYS)
 
     def rooms(self):
         """The room's store (for the owner's operations mid-run)."""
@@ -181,9 +195,10 @@ class LocalRoom:
         return {name: p.poll() is None for name, p in self.procs.items()}
 
     def stop(self, names: list[str] | None = None) -> dict[str, int | None]:
-        """SIGTERM the named processes (default: all) and wait; the S3 server goes with all."""
+        """SIGTERM the named processes (default: all) and wait; the room's own S3 server goes
+        with all."""
         names = list(self.procs) if names is None else names
         codes = dict(zip(names, stop_all([self.procs[n] for n in names], timeout=30), strict=True))
-        if set(names) >= set(self.procs):
+        if set(names) >= set(self.procs) and self.owns_server:
             self.server.stop()
         return codes

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -362,6 +363,12 @@ class S3Store:
         )
 
 
+# Created on first use (no import-time side effects); a fresh session per client re-read and
+# re-parsed botocore's JSON service models each time (~0.5 s of CPU a client).
+_SESSION: boto3.session.Session | None = None
+_SESSION_LOCK = threading.Lock()
+
+
 def _make_client(config: StorageConfig, credentials: Credentials | None) -> Any:
     style = config.addressing_style
     if style == "auto" and config.endpoint_url is not None:
@@ -377,14 +384,17 @@ def _make_client(config: StorageConfig, credentials: Credentials | None) -> Any:
         response_checksum_validation="when_required",
         user_agent_extra="beam",
     )
-    return boto3.session.Session().client(
-        "s3",
-        endpoint_url=config.endpoint_url,
-        region_name=config.region,
-        aws_access_key_id=credentials.access_key_id if credentials else None,
-        aws_secret_access_key=credentials.secret_access_key if credentials else None,
-        config=botocore_config,
-    )
+    with _SESSION_LOCK:  # one botocore session per process: its loader parses the S3 model once
+        global _SESSION
+        _SESSION = _SESSION or boto3.session.Session()
+        return _SESSION.client(
+            "s3",
+            endpoint_url=config.endpoint_url,
+            region_name=config.region,
+            aws_access_key_id=credentials.access_key_id if credentials else None,
+            aws_secret_access_key=credentials.secret_access_key if credentials else None,
+            config=botocore_config,
+        )
 
 
 def _taken_is_false(put: Callable[[], Any]) -> bool:

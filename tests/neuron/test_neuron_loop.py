@@ -235,6 +235,24 @@ def test_setup_that_is_not_ready_is_retried_at_later_ticks(tmp_path, monkeypatch
     assert neuron.rt.membership.refreshes == 2 + 2
 
 
+def test_setup_is_retried_on_the_ticks_before_a_rooms_origin(tmp_path, monkeypatch):
+    """A room run's ticks are negative until round 0: a member that was not ready at start
+    retries then, so it is ready for window 0 (it used to wait for tick 0 to retry)."""
+    monkeypatch.setattr("subnet.neuron.base.SETUP_RETRY_S", 0.0)
+    neuron = make(tmp_path, list(range(-5, 20)))
+    tries = []
+
+    def setup():
+        tries.append(neuron.rt.clock.now())
+        if len(tries) < 3:
+            raise NotReady("dataset not published yet")
+
+    neuron.setup = setup
+    assert neuron.run() == 2
+    assert len(tries) == 3 and tries[-1] < 0, tries
+    assert neuron.calls[:2] == [("sync", 0), ("publish", 0)]  # window 0 was not missed
+
+
 def test_the_loop_stops_when_the_plans_stop_rule_is_met(tmp_path):
     rounds = plan(step())
     rounds = RunPlan(**{**rounds.__dict__, "stop": {"rule": "rounds", "rounds": 2}})

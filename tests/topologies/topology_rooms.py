@@ -37,10 +37,13 @@ class TopologyRoom(LocalRoom):
     """``LocalRoom`` running ``template``'s topology with each slot at its minimum."""
 
     def __init__(self, root: str | Path, settings: RoomSettings, template: Template,
-                 start_in: float = 25.0) -> None:  # fmt: skip
-        super().__init__(root, settings)
+                 start_in: float = 25.0, phases: tuple[int, int] | None = None,
+                 **room) -> None:  # fmt: skip
+        """``phases``: the window's (upload_deadline, report_deadline) in ticks, instead of the
+        settings' half and seven tenths of the window."""
+        super().__init__(root, settings, **room)
         self.template, self.spec = template, load_spec(template.topology)
-        self.start_in = start_in
+        self.start_in, self.phases = start_in, phases
         values = resolve(self.spec.params, dict(template.params))
         lead = lead_slot(self.spec)
         self.slots: dict[str, str] = {"holder": lead}  # member name -> slot; the owner leads
@@ -49,11 +52,17 @@ class TopologyRoom(LocalRoom):
             self.slots.update({f"{slot}{i}": slot for i in range(count)})
         self.origin = 0.0
 
-    def setup(self) -> None:
-        """S3 server, room, invites redeemed and admitted, the run published."""
-        s = self.settings
+    def setup(self, origin: float | None = None) -> None:
+        """S3 server, room, invites redeemed and admitted, the run published (round 0 at
+        ``origin``, unix time; default: ``start_in`` seconds from now)."""
+        self.admit_members()
+        self.publish(time.time() + self.start_in if origin is None else origin)
+
+    def admit_members(self) -> None:
+        """S3 server, room, every member invited for its slot's needs, redeemed and admitted."""
         self.server.start()
-        self.address = RoomAddress(self.server.endpoint_url, self.bucket("holder"), s.room)
+        self.address = RoomAddress(self.server.endpoint_url, self.bucket("holder"),
+                                   self.settings.room)  # fmt: skip
         rs = self.address.open(KEYS)
         owner = self.wallet("holder").hotkey
         ops.create_room(rs, owner, self.read("holder"), [self.slots["holder"]])
@@ -65,8 +74,20 @@ class TopologyRoom(LocalRoom):
                                  [slot], 3600.0)  # fmt: skip
             ops.join_room(rs, self.wallet(name).hotkey, invite, self.read(name))
         ops.admit(rs, owner)
-        self.origin = time.time() + self.start_in
-        publish_run(rs, owner, s.run, self.template, s.protocol(), s.tick_seconds, self.origin)
+
+    def publish(self, origin: float) -> None:
+        """Publish the run pinned to the topology's exact version, round 0 at ``origin``."""
+        s = self.settings
+        self.origin = origin
+        protocol = s.protocol()
+        if self.phases:
+            upload, report = self.phases
+            window = type(protocol.window).model_validate({**protocol.window.model_dump(),
+                                                           "upload_deadline": upload,
+                                                           "report_deadline": report})  # fmt: skip
+            protocol = protocol.model_copy(update={"window": window})
+        publish_run(self.rooms(), self.wallet("holder").hotkey, s.run, self.template, protocol,
+                    s.tick_seconds, self.origin)  # fmt: skip
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "run.json").write_text(json.dumps({
             "topology": self.template.topology, "params": dict(self.template.params),
@@ -76,6 +97,10 @@ class TopologyRoom(LocalRoom):
     def start(self) -> None:
         """Set up, then start every member's process."""
         self.setup()
+        self.spawn_all()
+
+    def spawn_all(self) -> None:
+        """Start every member's process."""
         for name, slot in self.slots.items():
             self.spawn(name, slot, ENTRY[self.spec.roles[slot].role_class])
 
@@ -96,16 +121,19 @@ class RoomRun:
 
     def __init__(self, room: TopologyRoom, rounds: int, codes: dict[str, int | None]) -> None:
         self.room, self.rounds, self.codes = room, rounds, codes
+        self.results: dict = {}  # what the run's harness recorded beyond the members' files
 
     def names(self, slot: str) -> list[str]:
         return sorted((n for n, s in self.room.slots.items() if s == slot),
                       key=lambda n: self.room.hotkeys[n])  # fmt: skip
 
     def events(self, slot: str, event: str) -> list[dict]:
-        """Records of ``event`` by the slot's members for the run's rounds (a run that never
-        stops by itself is stopped during the window after its last round: that one is cut)."""
+        """Records of ``event`` by the slot's members (a run that never stops by itself is
+        stopped during a window after its last round: its records past the rounds are cut; a
+        run that stops itself keeps all, e.g. the grant for the round it stops at)."""
+        cut = self.rounds if self.room.spec.stop["rule"] == "never" else None
         return [r for n in self.names(slot) for r in self.room.metrics(n)
-                if r["event"] == event and r.get("window", -1) < self.rounds]  # fmt: skip
+                if r["event"] == event and (cut is None or r.get("window", -1) < cut)]  # fmt: skip
 
     def hotkeys(self, slot: str) -> set[str]:
         return {self.room.hotkeys[n] for n in self.names(slot)}
