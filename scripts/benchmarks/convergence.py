@@ -85,16 +85,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", default="tiny")
     parser.add_argument("--workers", type=int, default=4, help="R simulated workers")
     parser.add_argument("--inner-steps", type=int, default=5, help="H")
-    parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--seq-len", type=int, default=64)
     parser.add_argument("--micro-batch", type=int, default=8, help="sequences per worker step")
     parser.add_argument("--seeds", default="0,1,2", help="model init and data order seeds")
     parser.add_argument("--no-tune", action="store_true",
                         help="skip tuning: every method runs --lr and its default outer step")  # fmt: skip
     parser.add_argument("--lr", type=float, default=2e-3, help="inner AdamW lr with --no-tune")
-    parser.add_argument("--val-batches", type=int, default=16,
+    parser.add_argument("--val-batches", type=int, default=8,
                         help="validation batches (train samples no worker trains on) for tuning")  # fmt: skip
-    parser.add_argument("--eval-batches", type=int, default=32, help="held-out batches reported")
+    parser.add_argument("--eval-batches", type=int, default=16, help="held-out batches reported")
     parser.add_argument("--methods", default="ddp,diloco,sparseloco",
                         help=f"comma-separated, from ddp,{','.join(METHODS)}")  # fmt: skip
 

@@ -45,12 +45,17 @@ def test_per_role_means_per_peer_per_round(tmp_path: Path) -> None:
     m = rows["miner"]
     assert (m.peers, m.records, m.up, m.down) == (2, 4, 4_002, 30_000)
     assert m.up_per_round == 1_000.5 and m.down_per_round == 7_500
+    assert (m.first_up, m.first_down, m.steady_rounds) == (2_001, 10_000, 2)
+    assert m.steady_up == 1_000.5 and m.steady_down == 10_000  # window 1 only
     assert rows["validator"].up_per_round == 300 and rows["validator"].down_per_round == 4_000
     assert rows["holder"].both_per_round == 11_500
     assert traffic.ddp_ring_per_round(run) == 1_500_000  # mean of 1 MB and 2 MB, each way
     assert traffic.miner_saving(run) == 2 * 1_500_000 / 8_500.5
     line = traffic.describe(run, fmt_bytes)
-    assert "miner 1.00 kB up / 7.50 kB down" in line and "holder 9.00 kB up / 2.50 kB down" in line
+    assert (
+        "miner 1.00 kB up / 7.50 kB down (1.00 kB / 10.0 kB after its first)" in line
+        and "holder 9.00 kB up / 2.50 kB down" in line
+    )
     assert "1.50 MB up / 1.50 MB down per worker" in line and "(353x a miner's up + down)" in line
 
 
@@ -66,4 +71,6 @@ def test_page_bytes_section_and_card(tmp_path: Path) -> None:
 def test_no_meter_counts_no_section(tmp_path: Path) -> None:
     run = load_run(tmp_path)
     assert traffic.by_role(run) == [] and traffic.miner_saving(run) is None
+    one = traffic.RoleTraffic("miner", 1, 1, 10, 20, 10, 20)
+    assert one.steady_up is None and one.steady_down is None  # one round: nothing after it
     assert "Bytes per peer per round" not in render_page(run)

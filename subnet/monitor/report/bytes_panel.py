@@ -37,14 +37,16 @@ def panel(run: Run) -> str:
     if not rows:
         return ""
     head = ("role", "peers", "peer-rounds", "up / peer / round", "down / peer / round",
-            "up + down", "total up", "total down")  # fmt: skip
+            "up + down", "after the first: up", "down", "total up", "total down")  # fmt: skip
     cells = [[escape(r.role), fmt_int(r.peers), fmt_int(r.records), fmt_bytes(r.up_per_round),
-              fmt_bytes(r.down_per_round), fmt_bytes(r.both_per_round), fmt_bytes(r.up),
-              fmt_bytes(r.down)] for r in rows]  # fmt: skip
+              fmt_bytes(r.down_per_round), fmt_bytes(r.both_per_round), fmt_bytes(r.steady_up),
+              fmt_bytes(r.steady_down), fmt_bytes(r.up), fmt_bytes(r.down)]
+             for r in rows]  # fmt: skip
     ring = traffic.ddp_ring_per_round(run)
     if ring is not None:
         cells.append(["DDP worker (ring all-reduce, fp32, every step)", DASH, DASH,
-                      fmt_bytes(ring), fmt_bytes(ring), fmt_bytes(2 * ring), DASH, DASH])  # fmt: skip
+                      fmt_bytes(ring), fmt_bytes(ring), fmt_bytes(2 * ring), fmt_bytes(ring),
+                      fmt_bytes(ring), DASH, DASH])  # fmt: skip
     th = "".join(
         f"<th>{h}</th>" if i == 0 else f'<th class="n">{h}</th>' for i, h in enumerate(head)
     )
@@ -55,7 +57,8 @@ def panel(run: Run) -> str:
     )  # fmt: skip
     note = ("Everything each peer's storage client sent (up) and received (down), bodies and "
             "header lines, from its metrics; per round is the mean over its records (a miner's "
-            "or validator's window, the holder's version). DDP: what each worker sends, and "
+            "or validator's window, the holder's version); after the first leaves out each peer's first "
+            "record (dataset shards, the first checkpoint, the holder's initial model). DDP: what each worker sends, and "
             "receives as much, all-reducing fp32 gradients every inner step over the round's "
             "contributors.")  # fmt: skip
     return (f'<section class="panel"><h2>Bytes per peer per round</h2><table><thead><tr>{th}'

@@ -5,8 +5,10 @@ lines, both ways; ``subnet.storage.counting``) and each metrics record carries w
 since the previous one: a miner's ``train`` record covers its window (model sync, data shards,
 upload), a validator's ``scores`` record its window (uploads fetched, the previous window's
 report), the holder's ``version`` record its round (uploads and reports read, the version
-published). A role's *per round* figure is the mean over those records, so a peer's first
-record, which holds its first full checkpoint download, is in the mean.
+published). A role's *per round* figure is the mean over those records. A peer's first record
+carries one-off transfers (the dataset shards and the first full checkpoint a miner or validator
+downloads; the dataset and the initial model the holder uploads), so the *steady* figures leave
+each peer's first record out.
 
 DDP's figure is per worker per round and each way: ``2 (n - 1) / n`` fp32 model sizes per inner
 step, over the round's contributors ``n`` and the protocol's inner steps (the holder logs it as
@@ -32,6 +34,8 @@ class RoleTraffic:
     records: int  # peer-rounds counted
     up: int  # bytes sent, all records
     down: int  # bytes received, all records
+    first_up: int = 0  # of which in each peer's first record
+    first_down: int = 0
 
     @property
     def up_per_round(self) -> float:
@@ -48,15 +52,35 @@ class RoleTraffic:
         """Up plus down, per peer per round."""
         return self.up_per_round + self.down_per_round
 
+    @property
+    def steady_rounds(self) -> int:
+        """Peer-rounds after each peer's first."""
+        return self.records - self.peers
+
+    @property
+    def steady_up(self) -> float | None:
+        """Mean bytes sent by one peer in a round after its first (None with none)."""
+        return (self.up - self.first_up) / self.steady_rounds if self.steady_rounds else None
+
+    @property
+    def steady_down(self) -> float | None:
+        """Mean bytes received by one peer in a round after its first (None with none)."""
+        return (self.down - self.first_down) / self.steady_rounds if self.steady_rounds else None
+
 
 def by_role(run: Run) -> list[RoleTraffic]:
     """Miners, validators, holder (those that logged bytes), in that order."""
     out = []
     for role in ROLES:
         mine = [t for t in run.transfers if t.role == role]
-        if mine:
-            out.append(RoleTraffic(role, len({t.hotkey for t in mine}), len(mine),
-                                   sum(t.up for t in mine), sum(t.down for t in mine)))  # fmt: skip
+        if not mine:
+            continue
+        first: dict[str, tuple[int, int]] = {}
+        for t in mine:  # transfers are in file order: a peer's first record comes first
+            first.setdefault(t.hotkey, (t.up, t.down))
+        out.append(RoleTraffic(role, len(first), len(mine), sum(t.up for t in mine),
+                               sum(t.down for t in mine), sum(u for u, _ in first.values()),
+                               sum(d for _, d in first.values())))  # fmt: skip
     return out
 
 
@@ -67,18 +91,23 @@ def ddp_ring_per_round(run: Run) -> float | None:
 
 
 def miner_saving(run: Run) -> float | None:
-    """DDP ring (up + down per worker per round) over a miner's up + down per round."""
+    """DDP ring (up + down per worker per round) over a miner's up + down per round (all of
+    its rounds, the first included)."""
     ring = ddp_ring_per_round(run)
     miner = next((r for r in by_role(run) if r.role == "miner"), None)
-    if ring is None or miner is None or not miner.both_per_round:
+    if not ring or miner is None or not miner.both_per_round:
         return None
     return 2 * ring / miner.both_per_round
 
 
 def describe(run: Run, fmt: Callable[[float], str]) -> str:
     """One line for the demo's summary; ``fmt`` formats a byte count."""
-    parts = [f"{r.role} {fmt(r.up_per_round)} up / {fmt(r.down_per_round)} down"
-             for r in by_role(run)]  # fmt: skip
+    parts = []
+    for r in by_role(run):
+        part = f"{r.role} {fmt(r.up_per_round)} up / {fmt(r.down_per_round)} down"
+        if r.steady_up is not None and r.steady_down is not None:
+            part += f" ({fmt(r.steady_up)} / {fmt(r.steady_down)} after its first)"
+        parts.append(part)
     line = "per peer per round: " + ", ".join(parts) if parts else "no bytes logged"
     ring, saved = ddp_ring_per_round(run), miner_saving(run)
     if ring is not None:
