@@ -53,6 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--block-time", type=float, default=0.5, help="--live: simnet s/block")
     parser.add_argument("--timeout", type=int, default=1500, help="--live: give up after (s)")
     parser.add_argument("--run-dir", type=Path, default=None, help="--live: default a temp dir")
+    parser.add_argument("--min-available-mb", type=int, default=2500,
+                        help="--live: stop the run if the machine's available memory falls below")  # fmt: skip
 
 
 @dataclass
@@ -67,10 +69,15 @@ class LiveSettings(RunSettings):
 
 
 class MemorySampler:
-    """Sums the RSS of every process below this one every ``every`` seconds, by role."""
+    """Sums the RSS of every process below this one every ``every`` seconds, by role; calls
+    ``on_low`` once if the machine's available memory falls below ``min_available_mb`` (the
+    machine is shared: the run stops rather than push other work into the OOM killer)."""
 
-    def __init__(self, every: float = 2.0) -> None:
+    def __init__(self, on_low, min_available_mb: int, every: float = 2.0) -> None:
         self.every, self.peak_total_mb, self.samples = every, 0.0, 0
+        self.on_low, self.min_available_mb = on_low, min_available_mb
+        self.low_available_mb: float | None = None  # set when the guard stopped the run
+        self.min_seen_available_mb = float("inf")
         self.peak_by_role: dict[str, float] = {}  # the largest single process of each role
         self.hwm: dict[int, tuple[str, float]] = {}  # pid -> (role, VmHWM MB), last seen
         self._stop = threading.Event()
@@ -95,6 +102,11 @@ class MemorySampler:
                     self.hwm[pid] = (role, hwm)
             self.peak_total_mb = max(self.peak_total_mb, total)
             self.samples += 1
+            available = _available_mb()
+            self.min_seen_available_mb = min(self.min_seen_available_mb, available)
+            if available < self.min_available_mb and self.low_available_mb is None:
+                self.low_available_mb = available
+                self.on_low()
 
     def record(self) -> dict:
         """As JSON."""
@@ -104,6 +116,8 @@ class MemorySampler:
         return {
             "peak_total_rss_mb": round(self.peak_total_mb),
             "samples": self.samples,
+            "machine_min_available_mb": round(self.min_seen_available_mb),
+            "stopped_for_low_memory_at_mb": self.low_available_mb,
             "per_process_peak_mb": {
                 r: {"processes": len(v), "max": round(max(v)), "mean": round(sum(v) / len(v))}
                 for r, v in sorted(by_role.items())
@@ -133,6 +147,14 @@ def _descendants(root: int) -> dict[int, str]:
                 continue
             out[pid] = next((r for k, r in ROLES.items() if k in cmd), "other")
     return out
+
+
+def _available_mb() -> float:
+    """The machine's MemAvailable in MB."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable"):
+            return int(line.split()[1]) / 1e3
+    return float("inf")
 
 
 def _status_mb(pid: int) -> tuple[float, float]:
@@ -213,7 +235,14 @@ def run_live(args: argparse.Namespace) -> dict:
     env, started = environment("cpu"), time.monotonic()
     local = LocalRun(run_dir, settings)
     finished, first_round, error = False, None, None
-    with MemorySampler() as memory:
+    os.environ.setdefault("MALLOC_ARENA_MAX", "2")  # fewer malloc arenas per neuron process
+
+    def stop_miners() -> None:
+        if local.neurons is not None:
+            miners = [n for n in local.neurons.procs if n.startswith("miner")]
+            local.neurons.stop_all_of(miners)
+
+    with MemorySampler(stop_miners, args.min_available_mb) as memory:
         try:
             local.start()
             up_at = time.monotonic()
