@@ -34,7 +34,7 @@ from typing import Any
 
 from benchmarks.common import REPO, ensure_dataset, environment
 from subnet.data import TokenDataset
-from subnet.localnet.calibrate import measure_step_seconds, window_blocks_for
+from subnet.localnet.calibrate import Calibration, measure_step_seconds, window_blocks_for
 from subnet.localnet.run import LocalRun, RunSettings
 from subnet.monitor.report import traffic
 from subnet.monitor.report.load import load_run, metrics_files, read_jsonl
@@ -220,14 +220,15 @@ def _bytes(run_dir: Path) -> dict:
             "ddp_ring_both_over_miner_both": round(saved, 1) if saved is not None else None}  # fmt: skip
 
 
-def run_live(args: argparse.Namespace) -> dict:
-    """Run the live subnet and return the JSON record."""
+def _settings(args: argparse.Namespace) -> tuple[LiveSettings, Calibration]:
+    """The run's settings, its window calibrated on this machine now."""
     data = ensure_dataset(args.live_data)
+    # The synthetic mode's default preset (hypertrain-20m) is far too big for 32 CPU miners.
+    preset = "tiny" if args.preset == "hypertrain-20m" else args.preset
     settings = LiveSettings(miners=args.miners, validators=args.validators, rounds=args.rounds,
-                            preset=args.preset if args.preset != "hypertrain-20m" else "tiny",
-                            dataset=data.name, data_dir=str(data.parent), wandb="disabled",
-                            block_time=args.block_time, inner_steps=args.inner_steps,
-                            min_steps=max(1, args.inner_steps // 2),
+                            preset=preset, dataset=data.name, data_dir=str(data.parent),
+                            wandb="disabled", block_time=args.block_time,
+                            inner_steps=args.inner_steps, min_steps=max(1, args.inner_steps // 2),
                             eval_samples=args.eval_samples)  # fmt: skip
     vocab = TokenDataset.from_folder(data, 64).vocab_size
     step_s = measure_step_seconds(settings.preset, vocab, seq_len=64, micro_batch=8)
@@ -236,6 +237,12 @@ def run_live(args: argparse.Namespace) -> dict:
                             headroom=args.headroom)  # fmt: skip
     settings.window_blocks = cal.window_blocks
     settings.upload_deadline, settings.report_deadline = cal.upload_deadline, cal.report_deadline
+    return settings, cal
+
+
+def run_live(args: argparse.Namespace) -> dict:
+    """Run the live subnet and return the JSON record."""
+    settings, cal = _settings(args)
     run_dir = args.run_dir or Path(f"/tmp/beam-scale-live-{time.strftime('%Y%m%d-%H%M%S')}")
     env, started = environment("cpu"), time.monotonic()
     local = LocalRun(run_dir, settings)
@@ -264,7 +271,7 @@ def run_live(args: argparse.Namespace) -> dict:
             codes = local.stop()
     versions = [v for v in local.versions() if v["version"] >= 1]
     return {
-        "benchmark": "scale", "mode": "live", "preset": settings.preset, "dataset": data.name,
+        "benchmark": "scale", "mode": "live", "preset": settings.preset, "dataset": settings.dataset,
         "miners": settings.miners, "validators": settings.validators, "inner_steps": settings.inner_steps,
         "eval_samples": args.eval_samples, "calibration": cal.describe(settings.block_time),
         "rounds_asked": args.rounds, "rounds_merged": len(versions), "finished": finished,
