@@ -175,6 +175,7 @@ def account(run_dir: Path) -> dict:
     """Every miner upload against the holder's and the validators' verdicts for its window."""
     uploads: set[tuple[str, int]] = set()
     holder: dict[int, dict[str, str]] = {}
+    merged: dict[int, int] = {}  # window -> uploads merged (accepted with a positive weight)
     validators: Counter = Counter()
     for path in metrics_files(run_dir):
         for r in read_jsonl(path):
@@ -183,6 +184,7 @@ def account(run_dir: Path) -> dict:
                 uploads.add((hk, int(r["window"])))
             elif event == "uploads" and r.get("role") == "holder":
                 holder[int(r["window"])] = dict(r.get("verdicts") or {})
+                merged[int(r["window"])] = len(r.get("merged") or [])
             elif event == "scores" and r.get("role") == "validator":
                 validators.update(str(v[0]) for v in (r.get("verdicts") or {}).values())
     outcomes: Counter = Counter()
@@ -201,6 +203,7 @@ def account(run_dir: Path) -> dict:
         "unaccounted": unaccounted,
         "pending_at_stop": pending,
         "windows_judged": sorted(holder),
+        "merged_by_window": {str(w): n for w, n in sorted(merged.items())},
         "validator_verdicts": dict(sorted(validators.items())),
     }
 

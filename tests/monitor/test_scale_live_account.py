@@ -22,7 +22,8 @@ def test_every_upload_is_accepted_refused_pending_or_flagged(tmp_path: Path) -> 
                                          "window": w} for w in (4, 5, 6)])  # fmt: skip
     _write(tmp_path, "holder-h", [
         {"event": "uploads", "role": "holder", "hotkey": "h", "window": 4,
-         "verdicts": {"a": "accepted", "b": "accepted", "c": "rejected:bad_signature"}},
+         "verdicts": {"a": "accepted", "b": "accepted", "c": "rejected:bad_signature"},
+         "merged": ["a"]},
         {"event": "uploads", "role": "holder", "hotkey": "h", "window": 5,
          "verdicts": {"a": "accepted", "b": "missing"}},  # c uploaded, the holder never said
     ])  # fmt: skip
@@ -35,3 +36,4 @@ def test_every_upload_is_accepted_refused_pending_or_flagged(tmp_path: Path) -> 
     assert got["unaccounted"] == ["c@5"]
     assert got["pending_at_stop"] == 3  # window 6 was not judged when the run stopped
     assert got["validator_verdicts"] == {"rejected": 1, "scored": 1}
+    assert got["merged_by_window"] == {"4": 1, "5": 0}
