@@ -110,7 +110,9 @@ def describe(run: Run, fmt: Callable[[float], str]) -> str:
         parts.append(part)
     line = "per peer per round: " + ", ".join(parts) if parts else "no bytes logged"
     ring, saved = ddp_ring_per_round(run), miner_saving(run)
-    if ring is not None:
+    if ring == 0:
+        line += "; DDP: one worker per round, nothing to all-reduce"
+    elif ring is not None:
         line += (f"; DDP (ring all-reduce of fp32 gradients every step) {fmt(ring)} up / "
                  f"{fmt(ring)} down per worker")  # fmt: skip
     if saved is not None:
