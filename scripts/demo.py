@@ -2,7 +2,8 @@
 
 Prepares the default dataset if missing, brings up simnet and an S3 server, starts a model
 holder, validators and miners as separate processes, runs a fixed number of merged rounds, stops
-everything and prints a summary: loss per round, tokens, bytes sent against what DDP would send,
+everything and prints a summary: loss per round, tokens, the bytes each peer sent and received per
+round (miners, validators, holder) against what DDP (a ring all-reduce every step) moves per worker,
 the weights on chain, and the path of the run page. Ctrl-C stops every process.
 
     python scripts/demo.py                          # 3 miners, 2 validators, 8 rounds, tiny
@@ -28,6 +29,8 @@ from subnet.localnet.calibrate import Calibration, measure_step_seconds, window_
 from subnet.localnet.diagnose import stall_reason
 from subnet.localnet.run import LocalRun, NeuronsExited, RunSettings
 from subnet.logs import setup_logging
+from subnet.monitor.report import traffic
+from subnet.monitor.report.load import load_run
 from subnet.monitor.report.units import fmt_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,7 +79,7 @@ def main() -> int:
     try:
         run.start()
         print(f"\nrun folder: {run_dir}\n{'round':>5} {'window':>6} {'miners':>6} "
-              f"{'held-out loss':>13} {'sent':>10} {'DDP would send':>15}")  # fmt: skip
+              f"{'held-out loss':>13} {'uploads':>10} {'DDP ring, up':>15}")  # fmt: skip
 
         def show(v: dict) -> None:
             nonlocal first_loss
@@ -117,13 +120,10 @@ def main() -> int:
             print(f"  {names.get(n.hotkey, n.hotkey[:8]):<12} incentive {n.incentive:.3f}  "
                   f"dividends {n.dividends:.3f}")  # fmt: skip
     if versions:
-        sent = sum(v["bytes"] for v in versions)
-        ddp = sum(v["ddp_bytes"] for v in versions)
         tokens = sum(v["tokens"] for v in versions)
         print(f"\n{len(versions)} rounds: held-out loss {first_loss:.4f} -> "
-              f"{versions[-1]['heldout_loss']:.4f}; {tokens:,} tokens merged; sent "
-              f"{fmt_bytes(sent)} where DDP would send {fmt_bytes(ddp)} "
-              f"({ddp / max(sent, 1):,.0f}x less)")  # fmt: skip
+              f"{versions[-1]['heldout_loss']:.4f}; {tokens:,} tokens merged; "
+              f"{traffic.describe(load_run(run_dir), fmt_bytes)}")  # fmt: skip
     report = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "report.py"), str(run_dir)],
         capture_output=True, text=True,

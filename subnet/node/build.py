@@ -46,7 +46,8 @@ def build_runtime(cfg: BeamConfig, role: str) -> Runtime:
     wallet = load_wallet(node.wallet)
     chain = ChainClient.open(node.subtensor.network, node.netuid)
     chain.require_registered(wallet.hotkey.ss58_address)
-    store = S3Store.from_config(node.storage)
+    meter = ByteMeter()  # every byte through our bucket and the peers' readers is counted
+    store = CountingStore(S3Store.from_config(node.storage), meter)
     try:
         store.check()
     except StorageError as error:
@@ -54,7 +55,6 @@ def build_runtime(cfg: BeamConfig, role: str) -> Runtime:
         raise ChainSetupError(f"this node's bucket is not usable: {error}; {hint}") from None
     network = node.subtensor.network
     local = network.startswith(LOCAL_NETWORK_PREFIXES) or network == "local"
-    meter = ByteMeter()  # every byte through our bucket and the peers' readers is counted
     readers = ReaderPool(factory=counting_factory(s3_reader, meter), allow_private_endpoints=local)
     membership = ChainMembership(chain, cfg.protocol.holder_hotkey, readers,
                                  JoinSettings(wallet, node.storage))  # fmt: skip
@@ -71,7 +71,7 @@ def build_runtime(cfg: BeamConfig, role: str) -> Runtime:
     metrics = MetricsSink(state_dir / "metrics.jsonl", mirrors=_mirrors(cfg, role, state_dir, plan),
                           role=role, hotkey=wallet.hotkey.ss58_address,
                           config_hash=cfg.protocol.config_hash(), plan=plan.digest)  # fmt: skip
-    return Runtime(cfg=cfg, role=role, signer=wallet.hotkey, store=CountingStore(store, meter),
+    return Runtime(cfg=cfg, role=role, signer=wallet.hotkey, store=store,
                    membership=membership, clock=BlockClock(chain), plan=plan, metrics=metrics,
                    state_dir=state_dir, weights=ChainWeights(chain, wallet), meter=meter)  # fmt: skip
 

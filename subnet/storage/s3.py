@@ -32,6 +32,7 @@ from subnet.storage.base import (
     StorageReason,
 )
 from subnet.storage.config import StorageConfig
+from subnet.storage.counting import ByteMeter, count_body, meter_client
 from subnet.storage.credentials import Credentials, load_credentials
 from subnet.storage.deadline import Deadline, DeadlineExceeded, run_bounded
 
@@ -90,6 +91,18 @@ class S3Store:
         self._sleep = sleep
         self._rng = rng or random.Random()
         self._client = _make_client(config, credentials)
+        self._meter: ByteMeter | None = None
+
+    def attach_meter(self, meter: ByteMeter) -> None:
+        """Count every byte this store's client sends and receives on ``meter``.
+
+        One meter per store: attaching the same one again does nothing, another is an error.
+        """
+        if self._meter is not None and self._meter is not meter:
+            raise ValueError(f"{self.location} already counts on another meter")
+        if self._meter is None:
+            self._meter = meter
+            meter_client(self._client, meter)
 
     @classmethod
     def from_config(cls, config: StorageConfig, environ: dict[str, str] | None = None) -> S3Store:
@@ -146,7 +159,9 @@ class S3Store:
                         detail=f"{size} bytes > limit {max_bytes}",
                     )
                 deadline.allow(size)
-                return body.read()  # botocore stops at Content-Length and checks it was reached
+                data = body.read()  # botocore stops at Content-Length and checks it was reached
+                count_body(self._meter, len(data))
+                return data
             finally:
                 body.close()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from html import escape
 
-from . import summary
+from . import bytes_panel, summary
 from .load import Run
 from .svg import line_chart
 from .units import (
@@ -82,10 +82,11 @@ def render_page(
     body = "".join([
         _header(run, now, live=bool(refresh)),
         _stall(head),
-        _cards(head),
+        _cards(head, run),
         _chart(run, head),
         _roster(summary.roster(run), show_traffic=bool(run.traffic),
                 show_incentive=bool(run.chain)),
+        bytes_panel.panel(run),
         _rounds(summary.round_rows(run, last=recent), total=head.rounds),
         _failures(run),
         "<footer>Rendered by scripts/report.py from the run's metrics files; "
@@ -125,13 +126,13 @@ def _card(label: str, value: str, note: str = "", unit: str = "") -> str:
     )
 
 
-def _cards(h: summary.Headline) -> str:
+def _cards(h: summary.Headline, run: Run) -> str:
     by_role = sorted(h.nodes_by_role.items(), key=lambda kv: summary.ROLE_ORDER.get(kv[0], 3))
     roles = ", ".join(f"{n} {role}{'s' if n != 1 else ''}" for role, n in by_role)
     start = f"from {fmt_loss(h.initial_loss)} at start" if h.initial_loss is not None else ""
     plural = "s" if h.failed_windows != 1 else ""
     failed = f"{h.failed_windows} failed window{plural}" if h.failed_windows else "merged versions"
-    saved_note = f"{fmt_bytes(h.bytes)} sent vs {fmt_bytes(h.ddp_bytes)}" if h.bytes else ""
+    saved, unit, saved_note = bytes_panel.card(run, h.bytes, h.ddp_bytes)  # both ways
     return '<section class="cards">' + "".join([
         _card("Final loss", fmt_loss(h.final_loss), start),
         _card("Outer rounds", fmt_int(h.rounds), failed),
@@ -139,7 +140,7 @@ def _cards(h: summary.Headline) -> str:
         _card("Avg throughput", fmt_int(h.throughput), "merged tokens per wall-clock second",
               unit="tok/s"),
         _card("Tokens merged", fmt_int(h.tokens) if h.rounds else DASH, _tokens_note(h)),
-        _card("Bandwidth vs DDP", fmt_ratio(h.saved), saved_note, unit="less"),
+        _card("Bandwidth vs DDP", saved, saved_note, unit=unit),
     ]) + "</section>"  # fmt: skip
 
 
@@ -243,7 +244,8 @@ def _roster(rows: list[summary.RosterRow], show_traffic: bool = False,
 
 def _rounds(rows: list[summary.RoundRow], total: int) -> str:
     headers = [("round", True), ("started (UTC)", False), ("nodes", True), ("compute", True),
-               ("sync", True), ("bytes sent", True), ("DDP would send", True), ("saved", True),
+               ("sync", True), ("uploads merged (up)", True), ("DDP ring sends (up)", True),
+               ("saved (up only)", True),
                ("loss", True)]  # fmt: skip
     cells = [
         [fmt_int(r.round), fmt_clock(r.started), fmt_int(r.nodes), fmt_seconds(r.compute_s),

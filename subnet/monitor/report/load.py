@@ -37,6 +37,19 @@ class Version:
     reports: int | None = None
     ddp_bytes: int | None = None  # what DDP would have sent for the same steps
     merge_seconds: float | None = None
+    ddp_ring: int | None = None  # DDP ring all-reduce: bytes per worker each way, this round
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """Bytes one neuron moved (its meter) over one record: a miner's or validator's window,
+    the holder's version; ``up`` sent, ``down`` received, header lines included."""
+
+    hotkey: str
+    role: str
+    event: str
+    up: int
+    down: int
 
 
 @dataclass(frozen=True)
@@ -135,6 +148,7 @@ class Run:
     windows: list[WindowOutcome] = field(default_factory=list)
     uploads: list[UploadTiming] = field(default_factory=list)
     traffic: dict[str, list[int]] = field(default_factory=dict)  # hotkey -> [bytes up, down]
+    transfers: list[Transfer] = field(default_factory=list)  # one per record with bytes
     chain: dict[str, dict[str, float]] = field(default_factory=dict)  # hotkey -> incentive ...
 
     def latest_window(self) -> int | None:
@@ -229,12 +243,14 @@ def _add(run: Run, r: dict[str, Any]) -> None:
         totals = run.traffic.setdefault(hotkey, [0, 0])
         totals[0] += up or 0
         totals[1] += down or 0
+        run.transfers.append(Transfer(hotkey, role, str(event), up or 0, down or 0))
     if event == "version" and _int(r.get("version")) is not None:
         contributors = _numbers(r.get("contributors"))
         run.versions.append(Version(
             t, _int(r.get("window"), -1), _int(r.get("version"), 0), _float(r.get("heldout_loss")),
             contributors, _int(r.get("bytes")), _int(r.get("tokens")), _int(r.get("reports")),
             _int(r.get("ddp_bytes")), _float(r.get("merge_seconds")),
+            _int(r.get("ddp_ring_bytes_per_worker")),
         ))  # fmt: skip
     elif event == "train" and _int(r.get("window")) is not None:
         run.trains.append(Train(

@@ -1,0 +1,66 @@
+"""The run page's bytes section: per peer per round by role, both ways, against DDP's ring.
+
+Figures come from :mod:`.traffic`; this module only lays them out (the same table markup and
+CSS classes as the rest of the page).
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from . import traffic
+from .load import Run
+from .units import DASH, fmt_bytes, fmt_int, fmt_ratio
+
+
+def card(run: Run, uploads: int = 0, ddp_uploads: int = 0) -> tuple[str, str, str]:
+    """``(value, unit, note)`` of the headline card: DDP's bytes over a miner's, both ways.
+
+    A run whose metrics carry no meter counts (written before they existed) shows the
+    upload-only ratio of ``ddp_uploads / uploads``, and says so.
+    """
+    saved, ring = traffic.miner_saving(run), traffic.ddp_ring_per_round(run)
+    miner = next((r for r in traffic.by_role(run) if r.role == "miner"), None)
+    if saved is None or ring is None or miner is None:
+        if uploads:
+            note = f"uploads only: {fmt_bytes(uploads)} vs {fmt_bytes(ddp_uploads)} (no downloads logged)"
+            return fmt_ratio(ddp_uploads / uploads), "less", note
+        return DASH, "", "up + down per round, miner vs DDP worker"
+    note = f"miner {fmt_bytes(miner.both_per_round)} vs DDP {fmt_bytes(2 * ring)} up + down / round"
+    return fmt_ratio(saved), "less", note
+
+
+def panel(run: Run) -> str:
+    """A table: for each role, peers, rounds counted, bytes up and down per peer per round;
+    then DDP's ring all-reduce per worker per round. Empty string when no bytes were logged."""
+    rows = traffic.by_role(run)
+    if not rows:
+        return ""
+    head = ("role", "peers", "peer-rounds", "up / peer / round", "down / peer / round",
+            "up + down", "after the first: up", "down", "total up", "total down")  # fmt: skip
+    cells = [[escape(r.role), fmt_int(r.peers), fmt_int(r.records), fmt_bytes(r.up_per_round),
+              fmt_bytes(r.down_per_round), fmt_bytes(r.both_per_round), fmt_bytes(r.steady_up),
+              fmt_bytes(r.steady_down), fmt_bytes(r.up), fmt_bytes(r.down)]
+             for r in rows]  # fmt: skip
+    ring = traffic.ddp_ring_per_round(run)
+    if ring is not None:
+        cells.append(["DDP worker (ring all-reduce, fp32, every step)", DASH, DASH,
+                      fmt_bytes(ring), fmt_bytes(ring), fmt_bytes(2 * ring), fmt_bytes(ring),
+                      fmt_bytes(ring), DASH, DASH])  # fmt: skip
+    th = "".join(
+        f"<th>{h}</th>" if i == 0 else f'<th class="n">{h}</th>' for i, h in enumerate(head)
+    )
+    body = "".join(
+        "<tr>" + "".join(f"<td>{c}</td>" if i == 0 else f'<td class="n">{c}</td>'
+                         for i, c in enumerate(row)) + "</tr>"
+        for row in cells
+    )  # fmt: skip
+    note = ("Everything each peer's storage client sent (up) and received (down), bodies and "
+            "header lines, from its metrics; per round is the mean over its records (a miner's "
+            "or validator's window, the holder's version); after the first leaves out each peer's first "
+            "record (dataset shards, the first checkpoint, the holder's initial model). DDP: what each worker sends, and "
+            "receives as much, all-reducing fp32 gradients every inner step over the round's "
+            "contributors.")  # fmt: skip
+    return (f'<section class="panel"><h2>Bytes per peer per round</h2><table><thead><tr>{th}'
+            f'</tr></thead><tbody>{body}</tbody></table><p class="meta">{escape(note)}</p>'
+            "</section>")  # fmt: skip
