@@ -130,7 +130,7 @@ class LocalStack:
         self._simnet = SimnetProcess(
             self.root / "simnet.db", self.root / "logs" / "simnet.log",
             block_time=self.settings.block_time,
-        ).start()  # fmt: skip
+        ).start(timeout=120.0)  # fmt: skip  (importing the SDK took 54 s at load 50)
         return self._simnet.network
 
     def _provision(self, network: str, s3_endpoint: str) -> list[DevWallet]:
