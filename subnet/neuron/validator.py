@@ -33,6 +33,7 @@ from ..scoring import (
     update_moving,
 )
 from ..scoring.assess import WindowProbe, assess_window, own_subset
+from ..scoring.draws import corpus_batches, heldout_draw, heldout_size
 from ..scoring.report import encode_report
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind, object_key
@@ -191,9 +192,11 @@ class Validator(BaseNeuron):
             return own_subset(self.assigned(m.window)(m.source), n)
 
         probe = WindowProbe(self.replica.model, self.replica.state,
-                            lambda ids: self.data.batches(ids, p.inner.micro_batch))  # fmt: skip
+                            lambda ids: corpus_batches(self.data, ids, p.inner.micro_batch))  # fmt: skip
         random_ids = random_sample_ids(n, self.data.split_samples("train"))
-        evaluations, fits = assess_window(probe, deltas, own, random_ids, matches, match_ids)
+        heldout = heldout_draw(p.scoring.heldout_samples, heldout_size(self.data))
+        evaluations, fits = assess_window(probe, deltas, own, random_ids, matches, match_ids,
+                                          heldout)  # fmt: skip
         evaluations = [replace(ev, fraction=accepted[ev.hotkey].fraction) for ev in evaluations]
         self.fingerprints.record(window, prints)
         self.rt.metrics.log("fingerprints", window=window, overlap=overlap_summary(prints, history),

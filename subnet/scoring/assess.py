@@ -146,6 +146,7 @@ def assess_window(
     random_ids: Sequence[int],
     matches: Iterable[Match] = (),
     match_ids: Callable[[Match], Sequence[int]] | None = None,
+    heldout_ids: Sequence[int] = (),
 ) -> tuple[list[Evaluation], dict[Match, tuple[float, float]]]:
     """Evaluations of every upload, and ``(own, other)`` specificity for every match.
 
@@ -153,7 +154,9 @@ def assess_window(
     ``hk``; ``match_ids(m)`` the samples of ``m.source`` in ``m.window`` to compare with. The
     reference is ``references``'. Forward passes per upload: 3 on its own samples and 1 on the
     random ones (plus 2 on the random ones once), and 1 per match within the window (3 for a
-    match with a past window), with the shared reference of 4 or more uploads.
+    match with a past window), with the shared reference of 4 or more uploads. With
+    ``heldout_ids`` (``draws.heldout_draw``, a draw from the reported held-out set) each upload
+    is also measured there (1 pass on those samples, plus 1 for the model itself, once).
     """
     base_rand = probe.losses(None, random_ids)
     reference_of = references(deltas)
@@ -164,13 +167,18 @@ def assess_window(
         ids, reference, delta = own_ids[hk], reference_of(hk), deltas[hk]
         base, after = probe.losses(None, ids), probe.losses(delta, ids)
         after_rand = probe.losses(delta, random_ids)
+        heldout = (
+            (_mean(probe.losses(None, heldout_ids)), _mean(probe.losses(delta, heldout_ids)))
+            if heldout_ids
+            else (None, None)
+        )
         del delta  # one decoded upload alive at a time
         rand_gains[hk] = (relative_gains(base_rand, after_rand),
                           _gains_of(probe, reference, random_ids))  # fmt: skip
         specs[hk] = specificity(relative_gains(base, after), _gains_of(probe, reference, ids),
                                 *rand_gains[hk])  # fmt: skip
         evaluations.append(Evaluation(hk, _mean(base), _mean(after), _mean(base_rand),
-                                      _mean(after_rand), specs[hk]))  # fmt: skip
+                                      _mean(after_rand), specs[hk], 1.0, *heldout))  # fmt: skip
     fits: dict[Match, tuple[float, float]] = {}
     for m in matches:
         if m.hotkey not in deltas or match_ids is None:

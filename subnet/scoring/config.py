@@ -53,6 +53,15 @@ class ScoringConfig(BaseModel):
             "linearly, reaching 0 at (1 - harm_tolerance) x median"
         ),
     )
+    heldout_samples: int = Field(
+        16,
+        ge=0,
+        description=(
+            "samples of the reported held-out set (scoring.draws) every upload is also measured "
+            "on, drawn afresh each window and held to the harm check: harm aimed at the samples "
+            "progress is reported on costs credit like harm to the train data; 0 turns it off"
+        ),
+    )
     min_improvement: float = Field(
         0.0,
         ge=0.0,

@@ -45,6 +45,16 @@ class Evaluation:
     loss_after_random: float
     specific: Specificity | None = None
     fraction: float = 1.0  # share of the assigned steps trained (a partial upload: k / H)
+    # Mean loss before / after on a draw of the reported held-out set (``draws``); None when
+    # the validator measured none.
+    loss_before_heldout: float | None = None
+    loss_after_heldout: float | None = None
+
+    def heldout_gain(self) -> float | None:
+        """Relative loss drop on the held-out draw, or None without one."""
+        if self.loss_before_heldout is None or self.loss_after_heldout is None:
+            return None
+        return _relative_gain(self.loss_before_heldout, self.loss_after_heldout)
 
 
 @dataclass(frozen=True)
@@ -78,7 +88,12 @@ def _finite_losses(ev: Evaluation) -> bool:
         ev.loss_before_random,
         ev.loss_after_random,
     )
-    return all(math.isfinite(x) for x in losses) and min(losses[0], losses[2]) > 0.0
+    if not (all(math.isfinite(x) for x in losses) and min(losses[0], losses[2]) > 0.0):
+        return False
+    if ev.loss_before_heldout is None or ev.loss_after_heldout is None:
+        return True
+    return (math.isfinite(ev.loss_before_heldout) and math.isfinite(ev.loss_after_heldout)
+            and ev.loss_before_heldout > 0.0)  # fmt: skip
 
 
 def _gains(ev: Evaluation) -> tuple[float, float]:
@@ -89,7 +104,12 @@ def _gains(ev: Evaluation) -> tuple[float, float]:
     )
 
 
-def window_score(ev: Evaluation, cfg: ScoringConfig, r_reference: float | None = None) -> float:
+def window_score(
+    ev: Evaluation,
+    cfg: ScoringConfig,
+    r_reference: float | None = None,
+    h_reference: float | None = None,
+) -> float:
     """Score one upload for one window: >= 0, and 0 for anything not proven to help.
 
     With ``a`` and ``r`` the relative loss drops on assigned and on random samples:
@@ -102,7 +122,10 @@ def window_score(ev: Evaluation, cfg: ScoringConfig, r_reference: float | None =
       back, but only to an upload whose excess is proven (default 0).
     * The result is multiplied by ``evidence.usefulness(r, r_reference, cfg.harm_tolerance)``:
       an update that helps unseen data much less than the window's median upload (a biased or
-      weakened one) loses its credit.
+      weakened one) loses its credit. The same check, against ``h_reference`` (the median gain
+      on the same held-out draw), applies to the gain on the reported held-out set when it was
+      measured; the smaller of the two factors counts, so harm aimed at the samples progress is
+      reported on costs as much as harm to the train data.
 
     Continuous in every measurement, so no small change flips a score from full to nothing.
 
@@ -121,7 +144,11 @@ def window_score(ev: Evaluation, cfg: ScoringConfig, r_reference: float | None =
         return 0.0
     score = proven + cfg.unproven_credit * min(a, r)
     fraction = min(1.0, max(0.0, ev.fraction))
-    return score * usefulness(r, r_reference, cfg.harm_tolerance) * fraction
+    credit = usefulness(r, r_reference, cfg.harm_tolerance)
+    h = ev.heldout_gain()
+    if h is not None:
+        credit = min(credit, usefulness(h, h_reference, cfg.harm_tolerance))
+    return score * credit * fraction
 
 
 def random_reference(evaluations: Iterable[Evaluation], cfg: ScoringConfig) -> float | None:
@@ -131,11 +158,22 @@ def random_reference(evaluations: Iterable[Evaluation], cfg: ScoringConfig) -> f
     cannot drag the reference down to shield a weak or biased update; lowering it can only
     weaken the check, never raise anyone's score above its proven excess.
     """
+    return _proven_median(evaluations, cfg, lambda ev: _gains(ev)[1])
+
+
+def heldout_reference(evaluations: Iterable[Evaluation], cfg: ScoringConfig) -> float | None:
+    """``random_reference`` for the gain on the held-out draw (uploads that measured one)."""
+    return _proven_median(evaluations, cfg, Evaluation.heldout_gain)
+
+
+def _proven_median(evaluations: Iterable[Evaluation], cfg: ScoringConfig, gain) -> float | None:
+    """Median of ``gain(ev)`` over the proven uploads with a finite gain; None if there are none."""
     rs = sorted(
-        _gains(ev)[1]
+        g
         for ev in evaluations
         if _finite_losses(ev) and ev.specific is not None and ev.specific.proven(cfg.proof_z) > 0
-    )
+        and (g := gain(ev)) is not None and math.isfinite(g)
+    )  # fmt: skip
     if not rs:
         return None
     mid = len(rs) // 2
@@ -146,13 +184,14 @@ def _evaluated(evaluations: Iterable[Evaluation], cfg: ScoringConfig) -> dict[st
     """Verdicts of the evaluated uploads; one evaluation per hotkey."""
     evaluations = list(evaluations)
     reference = random_reference(evaluations, cfg)
+    h_reference = heldout_reference(evaluations, cfg)
     out: dict[str, Verdict] = {}
     for ev in evaluations:
         if ev.hotkey in out:
             raise ValueError(f"two evaluations for hotkey {ev.hotkey!r}")
         if _finite_losses(ev):
             partial = f"partial {ev.fraction:.2f}" if ev.fraction < 1.0 else ""
-            out[ev.hotkey] = Verdict(ev.hotkey, window_score(ev, cfg, reference), "scored",
+            out[ev.hotkey] = Verdict(ev.hotkey, window_score(ev, cfg, reference, h_reference), "scored",
                                      partial)  # fmt: skip
         else:
             out[ev.hotkey] = Verdict(ev.hotkey, 0.0, "rejected", "non_finite_loss")

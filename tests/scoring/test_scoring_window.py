@@ -157,3 +157,44 @@ def test_score_window_rejects_non_finite_losses_with_a_reason() -> None:
 def test_score_window_refuses_two_evaluations_of_one_hotkey() -> None:
     with pytest.raises(ValueError, match="two evaluations"):
         score_window([ev(1.9, 1.9), ev(1.8, 1.9)], (), (), (), {}, {}, CFG)
+
+
+def _with_heldout(after_random: float, after_heldout: float, hotkey: str = "m") -> Evaluation:
+    base = ev(1.9, after_random, hotkey)
+    return Evaluation(base.hotkey, 2.0, 1.9, 2.0, after_random, base.specific,
+                      loss_before_heldout=2.0, loss_after_heldout=after_heldout)  # fmt: skip
+
+
+def test_harm_on_the_reported_held_out_set_costs_credit_like_harm_on_train_data() -> None:
+    # Proven 0.02; held-out gain 0.03 against a held-out median of 0.04: with harm_tolerance
+    # 0.5 the credit is (0.03 - 0.02) / (0.04 - 0.02) = 0.5, whatever the train-data gain.
+    assert window_score(_with_heldout(1.9, 1.94), CFG, 0.05, 0.04) == pytest.approx(0.01)
+    # The smaller factor counts: train gain 0.0375 of 0.05 gives 0.5, held-out at the median 1.
+    assert window_score(_with_heldout(1.925, 1.92), CFG, 0.05, 0.04) == pytest.approx(0.01)
+    # At or below half the held-out median nothing is paid; at or above it, the full 0.02.
+    assert window_score(_with_heldout(1.9, 1.97), CFG, 0.05, 0.04) == 0.0
+    assert window_score(_with_heldout(1.9, 1.90), CFG, 0.05, 0.04) == pytest.approx(0.02)
+
+
+def test_the_held_out_reference_is_the_median_over_proven_uploads() -> None:
+    from subnet.scoring.window import heldout_reference
+
+    evs = [_with_heldout(1.9, a, f"m{i}") for i, a in enumerate((1.98, 1.94, 1.90))]
+    unproven = Evaluation("x", 2.0, 1.9, 2.0, 1.9, Specificity(0.0, 0.01),
+                          loss_before_heldout=2.0, loss_after_heldout=2.5)  # fmt: skip
+    assert heldout_reference([*evs, unproven], CFG) == pytest.approx(0.03)
+    assert heldout_reference([ev(1.9, 1.9)], CFG) is None  # nobody measured a held-out draw
+
+
+def test_score_window_holds_every_upload_to_the_held_out_median() -> None:
+    evs = [_with_heldout(1.9, 1.92, "a"), _with_heldout(1.9, 1.92, "b"),
+           _with_heldout(1.9, 1.98, "c")]  # fmt: skip
+    scores = {hk: v.score for hk, v in score_window(evs, (), (), (), {}, {}, CFG).items()}
+    # Median held-out gain 0.04; "c" gains 0.01, below half of it: 0. The others: full 0.02.
+    assert scores == pytest.approx({"a": 0.02, "b": 0.02, "c": 0.0})
+
+
+def test_a_non_finite_held_out_loss_rejects_the_upload() -> None:
+    bad = Evaluation("m", 2.0, 1.9, 2.0, 1.9, Specificity(0.03, 0.005),
+                     loss_before_heldout=2.0, loss_after_heldout=math.nan)  # fmt: skip
+    assert score_window([bad], (), (), (), {}, {}, CFG)["m"].reason == "rejected"
