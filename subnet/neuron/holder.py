@@ -40,8 +40,16 @@ from .actions.ring import final_merge
 from .actions.sweep import fan_out
 from .actions.tree import tree_senders
 from .base import BaseNeuron
+from .points import Points
 from .replica import checkpoint_bytes
-from .rules import AGGREGATION_RULES, DATA_RULES, MERGE_WEIGHTS, OUTER_RULES, samples_per_window
+from .rules import (
+    AGGREGATION_RULES,
+    DATA_RULES,
+    MERGE_WEIGHTS,
+    OUTER_RULES,
+    lane_data_rule,
+    samples_per_window,
+)
 from .runtime import Runtime
 from .state import prefixed, unprefixed
 from .steps import Action, Step
@@ -125,12 +133,20 @@ class ModelHolder(BaseNeuron):
         self.aggregation = AGGREGATION_RULES[plan.aggregation["rule"]](p, plan.aggregation)
         self.outer = build_outer_optimizer(OUTER_RULES[plan.outer["name"]](p, plan.outer))
         self.compressor = build_compressor(p.compression)
+        # The versions of the model lane the slot writes, in that lane's key space.
+        self.model_lane = rt.lane_read(self.slot, ObjectKind.MODEL_MANIFEST.value)
         self.publisher = VersionPublisher(rt.store, rt.signer, p.run,
                                           checkpoint_every=p.checkpoint_every,
-                                          max_bytes=max(rt.max_bytes, checkpoint_bytes(self.model)))  # fmt: skip
+                                          max_bytes=max(rt.max_bytes, checkpoint_bytes(self.model)),
+                                          lane=self.model_lane)  # fmt: skip
+        self.points = Points(self)  # one model per sweep point, if the slot's steps name any
+        self.points.build()
 
     def merge(self, step: Step) -> MergeResult:
-        """The ``merge`` action: merge the window and publish the next model version."""
+        """The ``merge`` action: merge the window and publish the next model version (with
+        ``per_point``: each sweep point's workers into that point's model)."""
+        if step.params.get("per_point") and self.points.lines:
+            return self.points.merge(step.window)
         result = self.step(step.window)
         self.publish(step.window, result)
         return result
@@ -164,7 +180,7 @@ class ModelHolder(BaseNeuron):
         if published is None:  # a new run: the seeded initial model is version 0
             manifest = self.publisher.publish(snapshot(self.model), window=-1)
             self.version = manifest.version
-            self._log_version(-1, manifest.version, contributors={})
+            self._log_version(-1, manifest.version, contributors={}, digest=manifest.digest)
             self.save()
         elif self.version is None or published.version > self.version:
             # Local state is missing or older than the bucket (a crash after publishing).
@@ -173,8 +189,9 @@ class ModelHolder(BaseNeuron):
             self.last_window = max(self.last_window, published.window)
             logger.info("continuing from published model version {}", published.version)
 
-    def step(self, window: int) -> MergeResult:
-        """Merge ``window``'s uploads into the model (publication is :meth:`publish`)."""
+    def step(self, window: int, senders: list[str] | None = None) -> MergeResult:
+        """Merge ``window``'s uploads into the model (publication is :meth:`publish`); from
+        ``senders`` only, when given (a sweep point's workers)."""
         # A merge whose publication failed (or was cut by a crash) goes out first, byte for byte
         # the same state; a window already merged is never merged again.
         pending = self.unpublished
@@ -185,11 +202,12 @@ class ModelHolder(BaseNeuron):
         p = self.rt.cfg.protocol
         trusted = self.trusted()
         reports = self._reports(window, trusted)
-        senders = tree_senders(self.rt, self.grads) or self.rt.writers(self.grads)
+        if senders is None:
+            senders = tree_senders(self.rt, self.grads) or self.rt.writers(self.grads)
         miners = [hk for hk in senders if hk != self.rt.hotkey]
         params = snapshot(self.model)
         shapes = {k: tuple(v.shape) for k, v in params.items()}
-        assigned = DATA_RULES[self.rt.plan.data_rule](self.rt, self.data, window)
+        assigned = DATA_RULES[lane_data_rule(self.rt.plan, self.grads)](self.rt, self.data, window)
         got = collect_uploads(self.rt, window, miners, base_version=self.version,
                               compressor=self.compressor, shapes=shapes, assigned=assigned,
                               lane=self.grads)  # fmt: skip
@@ -263,21 +281,25 @@ class ModelHolder(BaseNeuron):
         self.version, window, self.unpublished = manifest.version, self.unpublished, None
         fields = result.fields() if result is not None else {}
         contributors = fields.pop("weights", {})
-        self._log_version(window, manifest.version, contributors=contributors, **fields)
+        self._log_version(window, manifest.version, contributors=contributors,
+                          digest=manifest.digest, **fields)  # fmt: skip
 
     def _log_version(self, window: int, version: int, **fields: Any) -> None:
         loss = evaluate_loss(self.model, self.data.heldout_batches(8, max_batches=4))
         logger.info("model version {} (window {}): held-out loss {:.4f}", version, window, loss)
         self.rt.metrics.log("version", window=window, version=version, heldout_loss=loss,
-                            **fields, **self.rt.meter.take())  # fmt: skip
+                            lane=self.model_lane or "model", **fields,
+                            **self.rt.meter.take())  # fmt: skip
 
     def state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         """Model, outer optimizer state, the last and the pending version."""
+        points_meta, points = self.points.state()
         tensors = {
             **prefixed(snapshot(self.model), "model"),
             **prefixed(self.outer.state_dict(), "outer"),
+            **points,
         }
-        return {"version": self.version, "unpublished": self.unpublished}, tensors
+        return {"version": self.version, "unpublished": self.unpublished, **points_meta}, tensors
 
     def restore(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
         """Load what :meth:`state` saved."""
@@ -287,3 +309,4 @@ class ModelHolder(BaseNeuron):
         if model:
             load_parameters(self.model, model)
         self.outer.load_state_dict(unprefixed(tensors, "outer"))
+        self.points.restore(meta, tensors)
