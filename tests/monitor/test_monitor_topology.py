@@ -44,8 +44,17 @@ def _two_model_run(root: Path) -> Path:
         trains = [{"event": "train", "window": w, "model": m} for w in (0, 1)
                   for m in ("model_a", "model_b") if (w, m) != (0, "model_a")]  # fmt: skip
         _write(root, hotkey, trains if hotkey == W1 else trains[1:])
-    (root / "run.json").write_text(json.dumps({"name": "t", "participants": {
-        A: {"name": "lead", "role": "holder"}, W1: {"name": "w1", "role": "miner"}}}))
+    (root / "run.json").write_text(
+        json.dumps(
+            {
+                "name": "t",
+                "participants": {
+                    A: {"name": "lead", "role": "holder"},
+                    W1: {"name": "w1", "role": "miner"},
+                },
+            }
+        )
+    )
     return root
 
 

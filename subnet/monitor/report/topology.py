@@ -105,7 +105,7 @@ def _rounds(records: list[dict[str, Any]], slot_of: dict[str, str], name) -> lis
             add(sent, window - 1 if event == "grant" else window, hotkey)  # a grant for w+1
         elif event == "version":
             add(merged, window, hotkey)  # the holder published the round's merge
-            for contributor in (r.get("contributors") or {}):
+            for contributor in r.get("contributors") or {}:
                 add(merged, window, str(contributor))
         elif event == "window_failed":
             add(failed, window, hotkey)
