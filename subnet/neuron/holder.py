@@ -29,7 +29,7 @@ from ..model import build_model, evaluate_loss
 from ..scoring.report import nobody_scored, parse_report
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.counting import ddp_ring_bytes
-from ..storage.keys import ObjectKind, dataset_prefix
+from ..storage.keys import ObjectKind
 from ..training import build_outer_optimizer, load_parameters, snapshot
 from ..training.streaming import merge_payloads
 from ..versions import VersionPublisher
@@ -57,8 +57,9 @@ from .uploads import collect_uploads, log_uploads
 
 
 def publish_dataset(rt: Runtime) -> None:
-    """Copy the prepared dataset from ``--data.dir`` to this bucket unless it is there."""
-    prefix = dataset_prefix(rt.cfg.protocol.dataset)
+    """Copy the prepared dataset from ``--data.dir`` to this bucket (at the plan's data
+    prefix) unless it is there."""
+    prefix = rt.data_prefix()
     try:
         rt.store.head(prefix + MANIFEST_KEY)
         return
@@ -173,6 +174,7 @@ class ModelHolder(BaseNeuron):
     def resume(self) -> None:
         """Continue from local state, or from what the bucket says was published last."""
         super().resume()
+        self.points.resume()
         if "model" not in self.slot.holds:
             return  # a slot that holds no model (consensus, a grant-only lead) publishes none
         own = None if self.unpublished is not None or self.version is None else self.version

@@ -83,15 +83,25 @@ class Points:
             raise ValueError(f"fan_out points {values} differ from the slot's {self.values}")
         baseline = snapshot(self.holder.model)
         for line in self.lines.values():
-            published = line.publisher.resume()
-            if published is None:
+            if self._resume(line) is None:
                 load_parameters(line.model, baseline)
                 with self.as_line(line):
                     self.holder.unpublished = -1  # the baseline, "merged" before round 0
                     self.holder._publish_pending(None)
-            elif line.version is None or published.version > line.version:
-                load_parameters(line.model, line.publisher.latest_state)
-                line.version, line.unpublished = published.version, None
+
+    def resume(self) -> None:
+        """After a restart: each point continues from what its bucket says was published
+        last when local state is missing or older (as the holder's own model does)."""
+        for line in self.lines.values():
+            self._resume(line)
+
+    def _resume(self, line: PointLine) -> Any:
+        own = None if line.version is None or line.unpublished is not None else line.version
+        published = line.publisher.resume(None if own is None else (own, snapshot(line.model)))
+        if published is not None and (line.version is None or published.version > line.version):
+            load_parameters(line.model, line.publisher.latest_state)
+            line.version, line.unpublished = published.version, None
+        return published
 
     def workers(self, index: int) -> list[str]:
         """The trainers of point ``index`` (worker i of the sorted cohort: point i mod n)."""

@@ -98,7 +98,7 @@ class LocalRoom:
 
     def bucket(self, name: str) -> str:
         """Member ``name``'s bucket (created on first use)."""
-        bucket = f"beam-{name}"
+        bucket = f"beam-{name}".replace("_", "-")  # S3 names take no "_" (slot holder_b)
         store = S3Store.from_config(StorageConfig(bucket=bucket, endpoint_url=self.server.endpoint_url,
                                                   addressing_style="path"), KEYS)  # fmt: skip
         store.ensure_bucket()

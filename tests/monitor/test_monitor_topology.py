@@ -87,3 +87,11 @@ def test_a_run_without_plan_records_has_no_topology_panel(tmp_path: Path) -> Non
     (tmp_path / "state" / "m" / "metrics.jsonl").write_text('{"event": "train", "window": 0}\n')
     assert load_topology(tmp_path) is None
     assert "Rounds by slot" not in render_page(load_run(tmp_path))
+
+
+def test_member_names_come_from_a_topology_rooms_run_json(tmp_path: Path) -> None:
+    root = _two_model_run(tmp_path)
+    (root / "run.json").write_text(json.dumps({"members": {"holder": [A, "holder_a"],
+                                                           "holder_b0": [B, "holder_b"]}}))  # fmt: skip
+    view = load_topology(root)
+    assert view.slots["holder_a"] == ["holder"] and view.slots["holder_b"] == ["holder_b0"]

@@ -84,3 +84,33 @@ def test_keep_optimizer_decides_whether_adamw_moments_survive_a_round(world_with
     assert bool(line.optimizer.state) is keep
     assert (line.optimizer is before) is keep
     assert isinstance(line.optimizer, torch.optim.AdamW)
+
+
+DATA = Template(topology="@beam/fedavg-data@1.0.0", params={"workers": 2, "local_steps": 2})
+DATA_NAMES = {"holder": "lead", "w0": "worker", "w1": "worker"}
+
+
+def test_fedavg_data_reads_the_dataset_under_the_runs_data_prefix(world_with):
+    from subnet.neuron.holder import publish_dataset
+
+    world = world_with(DATA_NAMES, DATA)
+    lead, worker = world.runtimes["holder"], world.runtimes["w0"]
+    assert lead.data_prefix() == worker.data_prefix() == "data/"  # the spec's default
+    publish_dataset(lead)
+    keys = [info.key for info in world.stores["holder"].list()]
+    assert keys and all(k.startswith("data/") for k in keys)
+    assert worker.dataset().split_samples("train") > 0  # read from the lead's data/ prefix
+
+
+def test_a_bad_data_prefix_is_one_clear_error(world_with):
+    from subnet.config import ConfigError
+
+    for bad in ("../x/", "/abs/", "Data/", "data", "a/../b/"):
+        template = Template(topology=DATA.topology, params={**DATA.params, "data_prefix": bad})
+        rt = world_with(DATA_NAMES, template).runtimes["w0"]
+        with pytest.raises(ConfigError, match="data prefix"):
+            rt.data_prefix()
+
+
+def test_without_a_prefix_the_dataset_stays_where_the_subnet_keeps_it(world):
+    assert world.runtimes["holder"].data_prefix() == "beam/v2/datasets/tiny/"

@@ -9,6 +9,7 @@ older neuron without ``plan`` records has no topology section.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,7 +65,7 @@ def load_topology(path: str | Path, names: dict[str, str] | None = None) -> Topo
     plans = [r for r in records if r.get("event") == "plan" and r.get("hotkey")]
     if not plans:
         return None
-    names = names or {}
+    names = {**_member_names(Path(path)), **(names or {})}
     slot_of = {str(r["hotkey"]): str(r.get("slot", "?")) for r in plans}
 
     def name(hotkey: str) -> str:
@@ -79,6 +80,17 @@ def load_topology(path: str | Path, names: dict[str, str] | None = None) -> Topo
     ref = str(plans[0].get("ref") or "?")
     digests = tuple(sorted({str(r.get("digest")) for r in plans}))
     return TopologyView(ref, digests, slots, lanes, _rounds(records, slot_of, name))
+
+
+def _member_names(path: Path) -> dict[str, str]:
+    """hotkey -> name from a topology room's ``run.json`` (``members``: name -> [hotkey, slot])."""
+    try:
+        members = json.loads((path / "run.json").read_text()).get("members")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    if not isinstance(members, dict):
+        return {}
+    return {str(v[0]): str(k) for k, v in members.items() if isinstance(v, list) and v}
 
 
 def _lane(name: str, doc: dict[str, Any], slots: dict[str, list[str]]) -> LaneView:
