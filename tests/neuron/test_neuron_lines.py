@@ -114,3 +114,23 @@ def test_a_bad_data_prefix_is_one_clear_error(world_with):
 
 def test_without_a_prefix_the_dataset_stays_where_the_subnet_keeps_it(world):
     assert world.runtimes["holder"].data_prefix() == "beam/v2/datasets/tiny/"
+
+
+# Step params no code reads, and why: the lane a train step reads already names its model.
+LABELS = {"model": "two-models' a/b label: the model lane read decides the model"}
+
+
+def test_every_step_param_of_a_builtin_spec_is_read_by_the_code():
+    """A spec's step parameter that no action reads would be a setting that silently does
+    nothing: each must appear as ``params.get("NAME"`` or ``params["NAME"]`` in the neuron code."""
+    import re
+    from pathlib import Path
+
+    from subnet.topology import builtin_specs
+
+    source = "".join(p.read_text() for p in Path("subnet/neuron").rglob("*.py"))
+    read = set(re.findall(r"params(?:\.get\(|\[)\"([a-z_]+)\"", source))
+    names = {key for spec in builtin_specs() for role in spec.roles.values()
+             for step in role.steps for key in (step.params or {})}  # fmt: skip
+    assert names - read - set(LABELS) == set(), names - read
+    assert {"keep_optimizer", "sweep_key", "points", "per_point", "prefix"} <= read
