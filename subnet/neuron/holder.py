@@ -295,13 +295,15 @@ class ModelHolder(BaseNeuron):
 
     def state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         """Model, outer optimizer state, the last and the pending version."""
+        own = self.points.own()  # our own, also while a sweep point's model is lent to us
         points_meta, points = self.points.state()
         tensors = {
-            **prefixed(snapshot(self.model), "model"),
-            **prefixed(self.outer.state_dict(), "outer"),
+            **prefixed(snapshot(own["model"]), "model"),
+            **prefixed(own["outer"].state_dict(), "outer"),
             **points,
         }
-        return {"version": self.version, "unpublished": self.unpublished, **points_meta}, tensors
+        meta = {"version": own["version"], "unpublished": own["unpublished"], **points_meta}
+        return meta, tensors
 
     def restore(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
         """Load what :meth:`state` saved."""

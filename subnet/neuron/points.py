@@ -59,6 +59,7 @@ class Points:
         self.holder = holder
         self.lines: dict[int, PointLine] = {}
         self.values = sweep_points(holder.slot)
+        self.lent: tuple[PointLine, dict[str, Any]] | None = None  # (line, the holder's own)
 
     def build(self) -> None:
         """One line per point, each starting as the holder's model (called by setup)."""
@@ -115,12 +116,27 @@ class Points:
         own = {name: getattr(h, name) for name in LENT}
         for name in LENT:
             setattr(h, name, getattr(line, name))
+        self.lent = (line, own)
         try:
             yield
         finally:
             for name in LENT:
                 setattr(line, name, getattr(h, name))
                 setattr(h, name, own[name])
+            self.lent = None
+
+    def own(self) -> dict[str, Any]:
+        """The holder's own model, optimizer, publisher and versions, even while lending
+        (a save in the middle of a point's merge must not file the point's as the holder's)."""
+        if self.lent is not None:
+            return self.lent[1]
+        return {name: getattr(self.holder, name) for name in LENT}
+
+    def _view(self, line: PointLine) -> Any:
+        """``line``'s current fields: the holder's while it is lent (they move there)."""
+        if self.lent is not None and self.lent[0] is line:
+            return self.holder
+        return line
 
     def merge(self, window: int) -> Any:
         """Merge each point's workers into that point's model and publish it."""
@@ -144,9 +160,10 @@ class Points:
         """Per point: the model, the outer optimizer's state, the last and pending version."""
         meta, tensors = {}, {}
         for i, line in self.lines.items():
-            meta[str(i)] = {"version": line.version, "unpublished": line.unpublished}
-            tensors |= prefixed(snapshot(line.model), f"p{i}:model")
-            tensors |= prefixed(line.outer.state_dict(), f"p{i}:outer")
+            now = self._view(line)
+            meta[str(i)] = {"version": now.version, "unpublished": now.unpublished}
+            tensors |= prefixed(snapshot(now.model), f"p{i}:model")
+            tensors |= prefixed(now.outer.state_dict(), f"p{i}:outer")
         return {"points": meta}, tensors
 
     def restore(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:

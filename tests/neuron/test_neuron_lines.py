@@ -134,3 +134,26 @@ def test_every_step_param_of_a_builtin_spec_is_read_by_the_code():
              for step in role.steps for key in (step.params or {})}  # fmt: skip
     assert names - read - set(LABELS) == set(), names - read
     assert {"keep_optimizer", "sweep_key", "points", "per_point", "prefix"} <= read
+
+
+def test_a_save_while_a_points_model_is_lent_keeps_each_model_in_its_place(world_with):
+    from subnet.neuron.holder import ModelHolder
+    from subnet.training import snapshot
+
+    world = world_with(SWEEP_NAMES, SWEEP)
+    lead = ModelHolder(world.runtimes["holder"])
+    assert lead.try_setup()
+    assert sorted(lead.points.lines) == [0, 1]
+    line = lead.points.lines[1]
+    with torch.no_grad():
+        for p in line.model.parameters():
+            p.add_(1.0)  # point 1's model differs from the holder's own
+    own, point = snapshot(lead.model), snapshot(line.model)
+    with lead.points.as_line(line):
+        assert lead.model is line.model  # the merge works on the point's model
+        meta, tensors = lead.state()  # a save in the middle of that merge
+    name = next(iter(own))
+    assert torch.equal(tensors[f"model/{name}"], own[name])
+    assert torch.equal(tensors[f"p1:model/{name}"], point[name])
+    assert not torch.equal(own[name], point[name])
+    assert lead.model is not line.model and meta["version"] == lead.version == 0
