@@ -127,8 +127,10 @@ def gossip(run: Run) -> None:
 
 def granted(lead: str, aggregator: str) -> Callable[[Run], None]:
     def check(run: Run) -> None:
-        grants = run.events(lead, "grant")
-        assert [g["window"] for g in grants] == list(range(1, run.rounds + 1))
+        # A grant for every round after the first that runs (the room runs' view cuts records
+        # past the last round, so the grant for the round after it is not asked for).
+        grants = [g for g in run.events(lead, "grant") if g["window"] < run.rounds]
+        assert [g["window"] for g in grants] == list(range(1, run.rounds))
         versions = merged(run, aggregator)
         assert [v["window"] for v in versions] == list(range(1, run.rounds)), versions
         assert all(set(v["contributors"]) == run.hotkeys("worker") for v in versions)
