@@ -134,8 +134,11 @@ class ModelHolder(BaseNeuron):
         self.aggregation = AGGREGATION_RULES[plan.aggregation["rule"]](p, plan.aggregation)
         self.outer = build_outer_optimizer(OUTER_RULES[plan.outer["name"]](p, plan.outer))
         self.compressor = build_compressor(p.compression)
-        # The versions of the model lane the slot writes, in that lane's key space.
-        self.model_lane = rt.lane_read(self.slot, ObjectKind.MODEL_MANIFEST.value)
+        # Versions go in the key space of the model lane the slot writes (else the one it reads).
+        written = [s.lane for s in self.slot.steps
+                   if s.lane and plan.lanes[s.lane].kind == ObjectKind.MODEL_MANIFEST.value]  # fmt: skip
+        self.model_lane = (written[0] if written
+                           else rt.lane_read(self.slot, ObjectKind.MODEL_MANIFEST.value))  # fmt: skip
         self.publisher = VersionPublisher(rt.store, rt.signer, p.run,
                                           checkpoint_every=p.checkpoint_every,
                                           max_bytes=max(rt.max_bytes, checkpoint_bytes(self.model)),
