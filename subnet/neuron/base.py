@@ -61,6 +61,8 @@ class BaseNeuron(ABC):
         self.state_file = StateFile(rt.state_dir)
         self.last_window = -1  # every step of this window and those before is done
         self.cursor = (-1, 0)  # (window, index of its next step)
+        self.ahead: set[tuple[int, int]] = set()  # (window, step index) run before the cursor
+        self.held_by: str | None = None  # the gate the step at the cursor waits for
         self.refreshed = -1  # the window membership was last refreshed for
         self.stop_event = threading.Event()
         self.busy = False  # inside a step: a stop request waits for it to finish
@@ -94,6 +96,7 @@ class BaseNeuron(ABC):
         steps = ", ".join(f"{s.action} ({s.phase})" for s in self.slot.steps)
         logger.info("{} running slot {} of {}: {}", self.role, self.slot.name, self.rt.plan.ref,
                     steps)  # fmt: skip
+        self.log_plan()
         self.try_setup()
         for tick in self.rt.clock.ticks():
             if self.stop_event.is_set():
@@ -121,6 +124,16 @@ class BaseNeuron(ABC):
         logger.info("{} stopped after {} windows", self.role, handled)
         return handled
 
+    def log_plan(self) -> None:
+        """One ``plan`` record: the topology, this member's slot and the plan's lanes (the run
+        page draws the lanes and each slot's rounds from it)."""
+        plan = self.rt.plan
+        lanes = {name: {"kind": lane.kind, "mode": lane.mode, "writers": list(lane.writers),
+                        "readers": list(lane.readers)} for name, lane in plan.lanes.items()}  # fmt: skip
+        self.rt.metrics.log("plan", ref=plan.ref, digest=plan.digest, slot=self.slot.name,
+                            hotkey=self.rt.hotkey, role=self.role,
+                            steps=[s.action for s in self.slot.steps], lanes=lanes)  # fmt: skip
+
     def finished(self) -> bool:
         """Whether the plan's stop rule says the run is over."""
         stop = self.rt.plan.stop
@@ -141,6 +154,13 @@ class BaseNeuron(ABC):
             self.cursor = (window, 0)
         steps = self.slot.steps
         while self.cursor[1] < len(steps):
+            if (window, self.cursor[1]) in self.ahead:  # ran ahead of a held step: done
+                self.cursor = (window, self.cursor[1] + 1)
+                if self.cursor[1] == len(steps):
+                    self.last_window = window
+                    self.save()
+                    return True
+                continue
             step = Step(steps[self.cursor[1]], window, offset)
             first, last = self.rt.windows.phase(step.plan.phase)
             if offset < first:
@@ -154,6 +174,7 @@ class BaseNeuron(ABC):
             if self.refreshed < window - 1:
                 self.refresh(window)
             if not self.gates_pass(step, last):
+                self.run_ahead(step, last)
                 self.refresh(window)
                 return False
             self.handle(step)
@@ -167,6 +188,34 @@ class BaseNeuron(ABC):
         self.last_window = window
         self.save()
         return False
+
+    def run_ahead(self, held: Step, last: int) -> None:
+        """Let the steps after ``held`` in its phase go first while a condition holds it.
+
+        A gate that never lapses (``granted``, ``first_round``) is a condition, not a wait:
+        the held step may never run this window. The steps after it in the same phase do not
+        depend on it (their order is kept among themselves), so they run now rather than be
+        missed with it: a trainer of two models trains model B in a round it holds no grant of
+        model A for. Any other gate keeps plan order.
+        """
+        gate = GATES.get(self.held_by or "")
+        cfg = self.rt.windows.cfg
+        if gate is None or gate.lapse is None or gate.lapse(cfg) < cfg.blocks:
+            return
+        steps, window = self.slot.steps, held.window
+        for index in range(self.cursor[1] + 1, len(steps)):
+            if steps[index].phase != held.plan.phase:
+                return
+            if (window, index) in self.ahead:
+                continue
+            step = Step(steps[index], window, held.offset)
+            if not self.gates_pass(step, last):
+                return
+            logger.info("{}: {} runs ahead of {} (held by gate {})", self.role, step, held,
+                        gate.name)  # fmt: skip
+            self.handle(step)
+            self.ahead = {(w, i) for w, i in self.ahead if w == window} | {(window, index)}
+            self.save()
 
     def refresh(self, window: int) -> None:
         """Re-read membership once per window (an outage keeps the last roster)."""
@@ -193,6 +242,7 @@ class BaseNeuron(ABC):
                 logger.debug("{}: gate {} not checkable yet: {}", self.role, name, error)
             lapse = gate.lapse(self.rt.windows.cfg) if gate.lapse else last
             if step.offset < lapse:
+                self.held_by = name
                 return False
             logger.info("{}: gate {} ({}) not passed by offset {}; running {} anyway", self.role,
                         name, gate.doc, step.offset, step)  # fmt: skip
@@ -244,6 +294,7 @@ class BaseNeuron(ABC):
             self.last_window = int(meta.get("last_window", -1))
             cursor = meta.get("cursor") or [-1, 0]
             self.cursor = (int(cursor[0]), int(cursor[1]))
+            self.ahead = {(self.cursor[0], int(i)) for i in meta.get("ahead", [])}
             self.restore(meta, tensors)
             logger.info("{} resumed after window {}", self.role, self.last_window)
 
@@ -252,8 +303,9 @@ class BaseNeuron(ABC):
         if not self.ready:
             return
         meta, tensors = self.state()
+        ahead = sorted(i for w, i in self.ahead if w == self.cursor[0])
         record = {**meta, "last_window": self.last_window, "cursor": list(self.cursor),
-                  "role": self.role, "plan": self.rt.plan.digest}  # fmt: skip
+                  "ahead": ahead, "role": self.role, "plan": self.rt.plan.digest}  # fmt: skip
         self.state_file.save(record, tensors)
 
     def stop(self) -> None:

@@ -39,8 +39,9 @@ class Gate:
 
 
 def version_out(neuron: Any, step: Step) -> bool:
-    """The merge of the previous window is published (the model this window starts from)."""
-    return neuron.replica.latest_window() >= step.window - 1
+    """The merge of the previous window is published (the model this window starts from: the
+    one of the model lane the step reads, for a trainer of several models)."""
+    return neuron.replica_of(step).latest_window() >= step.window - 1
 
 
 # What writers upload once per window: updates, and whole models (gossip).

@@ -29,7 +29,7 @@ from ..model import build_model, evaluate_loss
 from ..scoring.report import nobody_scored, parse_report
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.counting import ddp_ring_bytes
-from ..storage.keys import ObjectKind, dataset_prefix
+from ..storage.keys import ObjectKind
 from ..training import build_outer_optimizer, load_parameters, snapshot
 from ..training.streaming import merge_payloads
 from ..versions import VersionPublisher
@@ -40,8 +40,16 @@ from .actions.ring import final_merge
 from .actions.sweep import fan_out
 from .actions.tree import tree_senders
 from .base import BaseNeuron
+from .points import Points
 from .replica import checkpoint_bytes
-from .rules import AGGREGATION_RULES, DATA_RULES, MERGE_WEIGHTS, OUTER_RULES, samples_per_window
+from .rules import (
+    AGGREGATION_RULES,
+    DATA_RULES,
+    MERGE_WEIGHTS,
+    OUTER_RULES,
+    lane_data_rule,
+    samples_per_window,
+)
 from .runtime import Runtime
 from .state import prefixed, unprefixed
 from .steps import Action, Step
@@ -49,8 +57,9 @@ from .uploads import collect_uploads, log_uploads
 
 
 def publish_dataset(rt: Runtime) -> None:
-    """Copy the prepared dataset from ``--data.dir`` to this bucket unless it is there."""
-    prefix = dataset_prefix(rt.cfg.protocol.dataset)
+    """Copy the prepared dataset from ``--data.dir`` to this bucket (at the plan's data
+    prefix) unless it is there."""
+    prefix = rt.data_prefix()
     try:
         rt.store.head(prefix + MANIFEST_KEY)
         return
@@ -125,12 +134,23 @@ class ModelHolder(BaseNeuron):
         self.aggregation = AGGREGATION_RULES[plan.aggregation["rule"]](p, plan.aggregation)
         self.outer = build_outer_optimizer(OUTER_RULES[plan.outer["name"]](p, plan.outer))
         self.compressor = build_compressor(p.compression)
+        # Versions go in the key space of the model lane the slot writes (else the one it reads).
+        written = [s.lane for s in self.slot.steps
+                   if s.lane and plan.lanes[s.lane].kind == ObjectKind.MODEL_MANIFEST.value]  # fmt: skip
+        self.model_lane = (written[0] if written
+                           else rt.lane_read(self.slot, ObjectKind.MODEL_MANIFEST.value))  # fmt: skip
         self.publisher = VersionPublisher(rt.store, rt.signer, p.run,
                                           checkpoint_every=p.checkpoint_every,
-                                          max_bytes=max(rt.max_bytes, checkpoint_bytes(self.model)))  # fmt: skip
+                                          max_bytes=max(rt.max_bytes, checkpoint_bytes(self.model)),
+                                          lane=self.model_lane)  # fmt: skip
+        self.points = Points(self)  # one model per sweep point, if the slot's steps name any
+        self.points.build()
 
     def merge(self, step: Step) -> MergeResult:
-        """The ``merge`` action: merge the window and publish the next model version."""
+        """The ``merge`` action: merge the window and publish the next model version (with
+        ``per_point``: each sweep point's workers into that point's model)."""
+        if step.params.get("per_point") and self.points.lines:
+            return self.points.merge(step.window)
         result = self.step(step.window)
         self.publish(step.window, result)
         return result
@@ -157,6 +177,7 @@ class ModelHolder(BaseNeuron):
     def resume(self) -> None:
         """Continue from local state, or from what the bucket says was published last."""
         super().resume()
+        self.points.resume()
         if "model" not in self.slot.holds:
             return  # a slot that holds no model (consensus, a grant-only lead) publishes none
         own = None if self.unpublished is not None or self.version is None else self.version
@@ -164,7 +185,7 @@ class ModelHolder(BaseNeuron):
         if published is None:  # a new run: the seeded initial model is version 0
             manifest = self.publisher.publish(snapshot(self.model), window=-1)
             self.version = manifest.version
-            self._log_version(-1, manifest.version, contributors={})
+            self._log_version(-1, manifest.version, contributors={}, digest=manifest.digest)
             self.save()
         elif self.version is None or published.version > self.version:
             # Local state is missing or older than the bucket (a crash after publishing).
@@ -173,8 +194,9 @@ class ModelHolder(BaseNeuron):
             self.last_window = max(self.last_window, published.window)
             logger.info("continuing from published model version {}", published.version)
 
-    def step(self, window: int) -> MergeResult:
-        """Merge ``window``'s uploads into the model (publication is :meth:`publish`)."""
+    def step(self, window: int, senders: list[str] | None = None) -> MergeResult:
+        """Merge ``window``'s uploads into the model (publication is :meth:`publish`); from
+        ``senders`` only, when given (a sweep point's workers)."""
         # A merge whose publication failed (or was cut by a crash) goes out first, byte for byte
         # the same state; a window already merged is never merged again.
         pending = self.unpublished
@@ -185,11 +207,12 @@ class ModelHolder(BaseNeuron):
         p = self.rt.cfg.protocol
         trusted = self.trusted()
         reports = self._reports(window, trusted)
-        senders = tree_senders(self.rt, self.grads) or self.rt.writers(self.grads)
+        if senders is None:
+            senders = tree_senders(self.rt, self.grads) or self.rt.writers(self.grads)
         miners = [hk for hk in senders if hk != self.rt.hotkey]
         params = snapshot(self.model)
         shapes = {k: tuple(v.shape) for k, v in params.items()}
-        assigned = DATA_RULES[self.rt.plan.data_rule](self.rt, self.data, window)
+        assigned = DATA_RULES[lane_data_rule(self.rt.plan, self.grads)](self.rt, self.data, window)
         got = collect_uploads(self.rt, window, miners, base_version=self.version,
                               compressor=self.compressor, shapes=shapes, assigned=assigned,
                               lane=self.grads)  # fmt: skip
@@ -263,21 +286,27 @@ class ModelHolder(BaseNeuron):
         self.version, window, self.unpublished = manifest.version, self.unpublished, None
         fields = result.fields() if result is not None else {}
         contributors = fields.pop("weights", {})
-        self._log_version(window, manifest.version, contributors=contributors, **fields)
+        self._log_version(window, manifest.version, contributors=contributors,
+                          digest=manifest.digest, **fields)  # fmt: skip
 
     def _log_version(self, window: int, version: int, **fields: Any) -> None:
         loss = evaluate_loss(self.model, self.data.heldout_batches(8, max_batches=4))
         logger.info("model version {} (window {}): held-out loss {:.4f}", version, window, loss)
         self.rt.metrics.log("version", window=window, version=version, heldout_loss=loss,
-                            **fields, **self.rt.meter.take())  # fmt: skip
+                            lane=self.model_lane or "model", **fields,
+                            **self.rt.meter.take())  # fmt: skip
 
     def state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         """Model, outer optimizer state, the last and the pending version."""
+        own = self.points.own()  # our own, also while a sweep point's model is lent to us
+        points_meta, points = self.points.state()
         tensors = {
-            **prefixed(snapshot(self.model), "model"),
-            **prefixed(self.outer.state_dict(), "outer"),
+            **prefixed(snapshot(own["model"]), "model"),
+            **prefixed(own["outer"].state_dict(), "outer"),
+            **points,
         }
-        return {"version": self.version, "unpublished": self.unpublished}, tensors
+        meta = {"version": own["version"], "unpublished": own["unpublished"], **points_meta}
+        return meta, tensors
 
     def restore(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
         """Load what :meth:`state` saved."""
@@ -287,3 +316,4 @@ class ModelHolder(BaseNeuron):
         if model:
             load_parameters(self.model, model)
         self.outer.load_state_dict(unprefixed(tensors, "outer"))
+        self.points.restore(meta, tensors)

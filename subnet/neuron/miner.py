@@ -8,6 +8,10 @@ write-once, to its own bucket on the step's lane. The envelope carries the base 
 the plan digest and a receipt of the sample ids, so validators can check all three. It paces
 itself against the upload deadline (``pacer.py``): all steps, a credited prefix of at least
 ``inner.min_steps``, or an early skip, never a silent late upload.
+
+A miner may advance several models (``lines.py``): each ``train`` step trains the model of the
+lane it reads, with that step's data rule and settings, and keeps each model's optimizer and
+error feedback apart.
 """
 
 from __future__ import annotations
@@ -24,15 +28,16 @@ from ..compression import ErrorFeedback, Payload, build_compressor, payload_nbyt
 from ..data import sample_receipt
 from ..monitor.progress import progress
 from ..storage.keys import ObjectKind
-from ..training import build_inner_optimizer, pseudo_gradient
+from ..training import pseudo_gradient
 from ..training.trainer import Trainer
 from ..wire import publish_envelope
 from .actions.ring import mix, publish_model
 from .actions.tree import reduce
 from .base import BaseNeuron
+from .lines import Line, build_lines, stream_of
 from .pacer import Pacer, WindowSkipped  # noqa: F401 (WindowSkipped: re-exported)
 from .replica import Replica
-from .rules import DATA_RULES, inner_config
+from .rules import DATA_RULES
 from .state import load_optimizer_state, optimizer_state, prefixed, unprefixed
 from .steps import Action, Step
 
@@ -65,26 +70,48 @@ class Miner(BaseNeuron):
         self.pacer.observe(tick)  # measures the tick (block) time
 
     def setup(self) -> None:
-        """The dataset (NotReady until the holder published it), the model and optimizer."""
+        """The dataset (NotReady until the holder published it), each model line's replica,
+        optimizer and error feedback."""
         p = self.rt.cfg.protocol
         self.data = self.rt.dataset()
-        self.replica = Replica(self.rt, self.data.vocab_size,
-                               self.rt.read_lane(self.slot, "model-manifest").name)  # fmt: skip
-        self.optimizer = build_inner_optimizer(self.replica.model, p.inner)
+        self.lines: dict[str, Line] = build_lines(self.rt, self.slot, self.data.vocab_size)
+        self.line = next(iter(self.lines.values()))  # the model of the step at hand
         self.compressor = build_compressor(p.compression)
-        self.ef = ErrorFeedback(p.compression.ef_decay)
         self.trainer = Trainer(self.rt.cfg.node.parallel)  # one process, or rank 0 of torchrun
         self.sync_seconds = 0.0
         self.train_record: dict[str, Any] = {}  # the window's train metrics, logged on upload
         self.trained: Upload | None = None  # this window's update, for a later step (reduce, mix)
         self.trained_window = -1
 
+    @property
+    def replica(self) -> Replica:
+        """The current line's model (the one a later step of the window, reduce or mix, uses)."""
+        return self.line.replica
+
+    @property
+    def ef(self) -> ErrorFeedback:
+        """The current line's error feedback."""
+        return self.line.ef
+
+    @property
+    def optimizer(self):
+        """The current line's inner optimizer."""
+        return self.line.optimizer
+
+    def replica_of(self, step: Step) -> Replica:
+        """The model ``step`` starts from (its model lane's line)."""
+        return self.lines[stream_of(self.rt, self.slot, step.plan)].replica
+
     def train(self, step: Step) -> Upload:
         """The ``train`` action: sync, train, upload on the step's lane.
 
-        Without a lane the update is kept for a later step of the window (``reduce``); on a
-        ``checkpoint`` lane the trained model goes out instead of the update (gossip).
+        Trains the line of the model lane the step reads. Without a lane the update is kept for
+        a later step of the window (``reduce``); on a ``checkpoint`` lane the trained model goes
+        out instead of the update (gossip).
         """
+        self.line = self.lines[stream_of(self.rt, self.slot, step.plan)]
+        if not self.line.keep_optimizer:
+            self.line.fresh_optimizer()  # the step says: no inner state across rounds
         self.sync(step.window)
         upload = self.step(step.window)
         self.trained, self.trained_window = upload, step.window
@@ -105,9 +132,10 @@ class Miner(BaseNeuron):
         self.sync_seconds = time.perf_counter() - started
 
     def step(self, window: int) -> Upload:
-        """Train H inner steps on the assigned samples; the compressed pseudo-gradient."""
-        p, inner = self.rt.cfg.protocol, inner_config(self.rt)
-        ids = DATA_RULES[self.rt.plan.data_rule](self.rt, self.data, window)(self.rt.hotkey)
+        """Train H inner steps on the line's samples; the compressed pseudo-gradient."""
+        p, line = self.rt.cfg.protocol, self.line
+        inner = line.inner
+        ids = DATA_RULES[line.data_rule](self.rt, self.data, window)(self.rt.hotkey)
         start = self.replica.snapshot()
         batches = progress(self.data.batches(ids, inner.micro_batch), desc=f"window {window}",
                            total=inner.steps * inner.accumulation, unit="batch")  # fmt: skip
@@ -122,8 +150,8 @@ class Miner(BaseNeuron):
             # Diverged: uploading would only be rejected, and NaN moments would poison every
             # later window. Start the local optimizer and error feedback afresh instead.
             self.replica.reset()
-            self.optimizer = build_inner_optimizer(self.replica.model, p.inner)
-            self.ef = ErrorFeedback(p.compression.ef_decay)
+            line.fresh_optimizer()
+            line.ef = ErrorFeedback(p.compression.ef_decay)
             raise NonFinite(f"window {window}: loss {result.mean_loss}; optimizer state reset")
         payload, _ = self.ef.compress(self.compressor, delta)
         self.replica.reset()  # the next window starts from the global model, not ours
@@ -136,7 +164,8 @@ class Miner(BaseNeuron):
             window=window, steps=result.steps, tokens=result.tokens,
             loss=result.mean_loss, seconds=result.seconds, bytes=payload_nbytes(payload),
             version=self.replica.version, sync_seconds=round(self.sync_seconds, 3),
-            steps_assigned=inner.steps, stopped=paced.stopped,
+            steps_assigned=inner.steps, stopped=paced.stopped, model=line.stream,
+            data_rule=line.data_rule, lr=inner.lr, weight_decay=inner.weight_decay,
         )  # fmt: skip
         return Upload(payload, {"receipt": sample_receipt(ids), "samples": str(len(ids)),
                                 "steps": str(result.steps),
@@ -156,22 +185,34 @@ class Miner(BaseNeuron):
         self.pacer.uploaded(window)  # warns and records when it landed late
 
     def state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-        """Model at its version (a gossip worker's own mixed model), error feedback, AdamW."""
-        groups, moments = optimizer_state(self.optimizer)
-        tensors = {
-            **prefixed(self.replica.state or {}, "model"),
-            **prefixed(self.ef.state_dict(), "ef"),
-            **prefixed(moments, "adamw"),
-        }
-        return {"version": self.replica.version, "adamw_groups": groups}, tensors
+        """Per line: model at its version (a gossip worker's own mixed model), error feedback,
+        AdamW. The first line keeps the unprefixed names (a one-model miner's state file)."""
+        meta: dict[str, Any] = {"lines": {}}
+        tensors: dict[str, torch.Tensor] = {}
+        for i, (stream, line) in enumerate(self.lines.items()):
+            groups, moments = optimizer_state(line.optimizer)
+            head = "" if i == 0 else f"{stream}:"
+            tensors |= {
+                **prefixed(line.replica.state or {}, head + "model"),
+                **prefixed(line.ef.state_dict(), head + "ef"),
+                **prefixed(moments, head + "adamw"),
+            }
+            record = {"version": line.replica.version, "adamw_groups": groups}
+            if i == 0:
+                meta |= record
+            else:
+                meta["lines"][stream] = record
+        return meta, tensors
 
     def restore(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
         """Load what :meth:`state` saved."""
-        self.replica.restore(meta.get("version"), unprefixed(tensors, "model"))
-        self.ef.load_state_dict(unprefixed(tensors, "ef"))
-        load_optimizer_state(
-            self.optimizer, meta.get("adamw_groups", []), unprefixed(tensors, "adamw")
-        )
+        for i, (stream, line) in enumerate(self.lines.items()):
+            head = "" if i == 0 else f"{stream}:"
+            record = meta if i == 0 else meta.get("lines", {}).get(stream, {})
+            line.replica.restore(record.get("version"), unprefixed(tensors, head + "model"))
+            line.ef.load_state_dict(unprefixed(tensors, head + "ef"))
+            load_optimizer_state(line.optimizer, record.get("adamw_groups", []),
+                                 unprefixed(tensors, head + "adamw"))  # fmt: skip
 
 
 # How ``train`` sends on a lane, by the lane's object kind (default: the update, signed).

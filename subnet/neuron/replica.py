@@ -40,10 +40,12 @@ class MemberStore:
 class Replica:
     """The global model at a known version, as miners and validators hold it."""
 
-    def __init__(self, rt: Runtime, vocab_size: int, lane: str = "model") -> None:
-        """Follow the member writing ``lane`` (the plan's model lane)."""
+    def __init__(self, rt: Runtime, vocab_size: int, lane: str = "model",
+                 stream: str | None = None) -> None:  # fmt: skip
+        """Follow the member writing ``lane`` (the plan's model lane), its versions on
+        ``stream`` (a sweep point's ``lane.pI``; default: the lane itself)."""
         p = rt.cfg.protocol
-        self.rt, self.lane = rt, lane
+        self.rt, self.lane, self.stream = rt, lane, stream or lane
         self.holder = rt.source_of(lane)
         self.model = build_model(p.model, vocab_size=vocab_size, seed=p.seed)
         self.model.to(rt.cfg.node.neuron.device)
@@ -87,7 +89,8 @@ class Replica:
 
     def _new_syncer(self) -> ModelSync:
         return ModelSync(MemberStore(self.rt, self.holder), self.holder,
-                         self.rt.cfg.protocol.run, max_bytes=self.max_bytes)  # fmt: skip
+                         self.rt.cfg.protocol.run, max_bytes=self.max_bytes,
+                         lane=self.stream)  # fmt: skip
 
     def reset(self) -> None:
         """Put the synced global parameters back into the model (after local training)."""

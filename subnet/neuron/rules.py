@@ -37,6 +37,20 @@ def inner_steps(rt: Any) -> int:
     return rt.cfg.protocol.inner.steps
 
 
+def lane_data_rule(plan: Any, lane: str | None) -> str:
+    """The data rule of the uploads on ``lane``: the writing step's own, else the plan's.
+
+    A trainer of two models trains each on its step's rule (``@beam/two-models``: model A on
+    granted units, model B on assigned samples); the reader of a lane checks receipts with the
+    rule of the step that wrote it.
+    """
+    for slot in plan.slots.values():
+        for step in slot.steps:
+            if lane is not None and step.lane == lane and step.data_rule:
+                return step.data_rule
+    return plan.data_rule
+
+
 def inner_config(rt: Any) -> InnerConfig:
     """The protocol's inner settings with the plan's H."""
     return rt.cfg.protocol.inner.model_copy(update={"steps": inner_steps(rt)})

@@ -8,11 +8,12 @@ store. Nothing here knows about a chain.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..clock import Clock, WindowClock
-from ..config import BeamConfig
+from ..config import BeamConfig, ConfigError
 from ..data import TokenDataset
 from ..errors import NotReady
 from ..membership import Membership, Readers, Roster
@@ -130,6 +131,16 @@ class Runtime:
                     return self.roster.in_slot(slot.name)[0]
         raise NotReady("no member holds the model or a data grant yet")
 
+    def data_prefix(self) -> str:
+        """Where in the data owner's bucket the dataset lives: the plan's ``prefix`` (a step
+        parameter: ``@beam/fedavg-data``'s ``data_prefix``), else the protocol dataset's
+        default place. ``ConfigError`` for a prefix that is not a plain key prefix."""
+        for slot in self.plan.slots.values():
+            for step in slot.steps:
+                if "prefix" in step.params:
+                    return checked_prefix(str(step.params["prefix"]))
+        return dataset_prefix(self.cfg.protocol.dataset)
+
     def dataset(self) -> TokenDataset:
         """The protocol's dataset, read from its owner's bucket; NotReady (with why) if absent."""
         owner, name = self.data_owner(), self.cfg.protocol.dataset
@@ -138,11 +149,22 @@ class Runtime:
             raise NotReady(f"the model holder {owner[:8]} has no readable bucket yet; check "
                            "--protocol.holder_hotkey and the holder")  # fmt: skip
         try:
-            return TokenDataset(StoreSource(store, dataset_prefix(name), self.max_bytes),
+            return TokenDataset(StoreSource(store, self.data_prefix(), self.max_bytes),
                                 self.cfg.protocol.seq_len)  # fmt: skip
         except ObjectNotFound:
             raise NotReady(f"dataset {name} is not in the model holder's bucket yet; check "
                            "--protocol.holder_hotkey and the holder") from None  # fmt: skip
+
+
+def checked_prefix(prefix: str) -> str:
+    """``prefix`` if it is a plain relative key prefix ending in ``/`` (``data/``, ``a/b/``)."""
+    if not PREFIX.fullmatch(prefix) or ".." in prefix.split("/"):
+        raise ConfigError(f"the run's data prefix must be like 'data/' (lowercase segments, "
+                          f"each ending in '/'): {prefix!r}; fix the template's parameter")  # fmt: skip
+    return prefix
+
+
+PREFIX = re.compile(r"([a-z0-9][a-z0-9._-]{0,62}/){1,8}")
 
 
 class StoreSource:

@@ -40,7 +40,7 @@ from ..storage.keys import ObjectKind, object_key
 from ..wire import publish_envelope
 from .base import BaseNeuron
 from .replica import Replica
-from .rules import DATA_RULES
+from .rules import DATA_RULES, lane_data_rule
 from .state import prefixed, unprefixed
 from .steps import Action, Step
 from .uploads import Received, collect_uploads
@@ -82,6 +82,10 @@ class Validator(BaseNeuron):
                                self.rt.read_lane(self.slot, "model-manifest").name)  # fmt: skip
         self.compressor = build_compressor(self.rt.cfg.protocol.compression)
 
+    def replica_of(self, step: Step) -> Replica:
+        """The model a step starts from: the validator follows one."""
+        return self.replica
+
     def score(self, step: Step) -> ScoreReport:
         """The ``score`` action: sync, score the window, report on the step's lane, offer weights."""
         self.sync(step.window)
@@ -121,7 +125,7 @@ class Validator(BaseNeuron):
 
     def assigned(self, window: int):
         """``hotkey -> sample ids`` by the plan's data rule (what receipts are checked against)."""
-        return DATA_RULES[self.rt.plan.data_rule](self.rt, self.data, window)
+        return DATA_RULES[lane_data_rule(self.rt.plan, self.grads)](self.rt, self.data, window)
 
     def sync(self, window: int) -> None:
         """Move to the holder's latest model version."""

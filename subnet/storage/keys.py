@@ -18,7 +18,10 @@ PROTOCOL_VERSION = 2  # bump on any incompatible change to keys or the wire form
 ROOT = "beam"
 _WINDOW_DIGITS = 12
 _RUN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
-_LANE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+# A plan lane (the spec's identifiers), optionally with one `.sub` stream of that lane (a sweep
+# point's model on the lane `model`: `model.p1`); no spec lane has a dot, so the two never clash.
+LANE_PATTERN = r"^[a-z][a-z0-9_-]{0,47}(\.[a-z0-9-]{1,15})?$"
+_LANE = re.compile(LANE_PATTERN)
 _SENDER = re.compile(r"^[1-9A-HJ-NP-Za-km-z]{40,60}$")  # base58 ss58 address
 
 

@@ -23,7 +23,9 @@ from subnet.versions.manifest import ModelManifest, read_manifest, read_pointer
 MAX_VERSION = 10**12 - 1  # the key layout's window slot holds 12 digits
 
 
-def probe_manifest(store: ObjectStore, run: str, holder: str, version: int) -> ModelManifest | None:
+def probe_manifest(
+    store: ObjectStore, run: str, holder: str, version: int, lane: str | None = None
+) -> ModelManifest | None:
     """The committed manifest of `version`, or None when absent or not a valid holder object.
 
     A forged or corrupt object under a manifest key is treated as absent: nobody can accept it,
@@ -32,7 +34,7 @@ def probe_manifest(store: ObjectStore, run: str, holder: str, version: int) -> M
     if version < 0 or version > MAX_VERSION:
         return None
     try:
-        return read_manifest(store, run, holder, version)
+        return read_manifest(store, run, holder, version, lane)
     except SyncError as exc:
         if exc.reason == "missing_version":
             return None
@@ -42,10 +44,12 @@ def probe_manifest(store: ObjectStore, run: str, holder: str, version: int) -> M
         raise
 
 
-def read_hint(store: ObjectStore, run: str, holder: str) -> ModelManifest | None:
+def read_hint(
+    store: ObjectStore, run: str, holder: str, lane: str | None = None
+) -> ModelManifest | None:
     """The latest pointer when it is present and valid; None (logged) when forged or corrupt."""
     try:
-        return read_pointer(store, run, holder)
+        return read_pointer(store, run, holder, lane)
     except SyncError as exc:
         if exc.reason == "not_published":
             return None
@@ -56,7 +60,11 @@ def read_hint(store: ObjectStore, run: str, holder: str) -> ModelManifest | None
 
 
 def newest_committed(
-    store: ObjectStore, run: str, holder: str, known: ModelManifest | None
+    store: ObjectStore,
+    run: str,
+    holder: str,
+    known: ModelManifest | None,
+    lane: str | None = None,
 ) -> ModelManifest | None:
     """The newest committed manifest at or after `known` (None: search from version 0).
 
@@ -65,14 +73,14 @@ def newest_committed(
     low, low_v = known, (known.version if known is not None else -1)
     step, high_v = 1, None
     while high_v is None:  # gallop: low_v is committed (or -1), look further ahead
-        found = probe_manifest(store, run, holder, low_v + step)
+        found = probe_manifest(store, run, holder, low_v + step, lane)
         if found is None:
             high_v = low_v + step
         else:
             low, low_v, step = found, low_v + step, step * 2
     while high_v - low_v > 1:  # bisect: low_v committed, high_v not
         mid = (low_v + high_v) // 2
-        found = probe_manifest(store, run, holder, mid)
+        found = probe_manifest(store, run, holder, mid, lane)
         if found is None:
             high_v = mid
         else:

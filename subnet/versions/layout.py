@@ -9,6 +9,12 @@ the model *version* (not the training window that produced it), so versions list
 - `object_key(run, "model-manifest", v, holder)`: the manifest of version v (write-once).
 - `latest_key(run, "model-manifest", holder)`: the newest manifest (overwritten each version).
 
+Every function takes the model's `lane` (None: the default `model` lane). A holder of a plan
+whose model lane has another name (`@beam/two-models`: `model_a`, `model_b`), or of several
+models on one lane (`@beam/sweep`: one per point, `model.p0`, `model.p1`, ...), publishes each
+model's versions in its own key space; the lane is in every key and signed header, so an object
+of one model copied into another's key space is refused (`wrong_lane`).
+
 The signed header of each envelope repeats the version in its `window` field, so an object copied
 to another version's key is rejected (`wrong_window`). The latest pointer cannot know its version
 before it is read, so its header carries `window=POINTER_WINDOW` and the version in `base_version`.
@@ -34,41 +40,43 @@ PATCH_SPEC: dict[str, TensorSpec] = {
 """The tensors of a `subnet.compression.patch.encode_patch` payload."""
 
 
-def checkpoint_key(run: str, holder: str, version: int) -> str:
+def checkpoint_key(run: str, holder: str, version: int, lane: str | None = None) -> str:
     """Key of the full checkpoint of `version`."""
-    return object_key(run, ObjectKind.CHECKPOINT, version, holder)
+    return object_key(run, ObjectKind.CHECKPOINT, version, holder, lane=lane)
 
 
-def patch_key(run: str, holder: str, version: int) -> str:
+def patch_key(run: str, holder: str, version: int, lane: str | None = None) -> str:
     """Key of the patch that turns version `version - 1` into `version`."""
-    return object_key(run, ObjectKind.MODEL_PATCH, version, holder)
+    return object_key(run, ObjectKind.MODEL_PATCH, version, holder, lane=lane)
 
 
-def manifest_key(run: str, holder: str, version: int) -> str:
+def manifest_key(run: str, holder: str, version: int, lane: str | None = None) -> str:
     """Key of the write-once manifest of `version`."""
-    return object_key(run, ObjectKind.MODEL_MANIFEST, version, holder)
+    return object_key(run, ObjectKind.MODEL_MANIFEST, version, holder, lane=lane)
 
 
-def pointer_key(run: str, holder: str) -> str:
+def pointer_key(run: str, holder: str, lane: str | None = None) -> str:
     """Key of the holder's latest manifest, overwritten with each new version."""
-    return latest_key(run, ObjectKind.MODEL_MANIFEST, holder)
+    return latest_key(run, ObjectKind.MODEL_MANIFEST, holder, lane=lane)
 
 
-def expect_checkpoint(run: str, holder: str, version: int) -> Expected:
+def expect_checkpoint(run: str, holder: str, version: int, lane: str | None = None) -> Expected:
     """What the checkpoint envelope of `version` must say about itself."""
-    return Expected(run, version, ObjectKind.CHECKPOINT, holder)
+    return Expected(run, version, ObjectKind.CHECKPOINT, holder, lane=lane)
 
 
-def expect_patch(run: str, holder: str, version: int) -> Expected:
+def expect_patch(run: str, holder: str, version: int, lane: str | None = None) -> Expected:
     """What the patch envelope of `version` must say: it applies to version - 1."""
-    return Expected(run, version, ObjectKind.MODEL_PATCH, holder, base_version=version - 1)
+    return Expected(run, version, ObjectKind.MODEL_PATCH, holder, base_version=version - 1,
+                    lane=lane)  # fmt: skip
 
 
-def expect_manifest(run: str, holder: str, version: int) -> Expected:
+def expect_manifest(run: str, holder: str, version: int, lane: str | None = None) -> Expected:
     """What the write-once manifest envelope of `version` must say."""
-    return Expected(run, version, ObjectKind.MODEL_MANIFEST, holder, base_version=version)
+    return Expected(run, version, ObjectKind.MODEL_MANIFEST, holder, base_version=version,
+                    lane=lane)  # fmt: skip
 
 
-def expect_pointer(run: str, holder: str) -> Expected:
+def expect_pointer(run: str, holder: str, lane: str | None = None) -> Expected:
     """What the latest-manifest pointer must say; any version (checked against its content)."""
-    return Expected(run, POINTER_WINDOW, ObjectKind.MODEL_MANIFEST, holder)
+    return Expected(run, POINTER_WINDOW, ObjectKind.MODEL_MANIFEST, holder, lane=lane)

@@ -45,11 +45,14 @@ class ModelManifest(BaseModel):
         return self
 
 
-def encode_manifest(signer: Signer, run: str, manifest: ModelManifest, *, pointer: bool) -> bytes:
+def encode_manifest(
+    signer: Signer, run: str, manifest: ModelManifest, *, pointer: bool, lane: str | None = None
+) -> bytes:
     """Sign `manifest` for its write-once key, or for the latest pointer when `pointer`."""
     return encode_envelope(
         signer=signer,
         run=run,
+        lane=lane,
         kind=ObjectKind.MODEL_MANIFEST,
         window=layout.POINTER_WINDOW if pointer else manifest.version,
         tensors={},
@@ -58,14 +61,16 @@ def encode_manifest(signer: Signer, run: str, manifest: ModelManifest, *, pointe
     )
 
 
-def read_pointer(store: ObjectStore, run: str, holder: str) -> ModelManifest:
+def read_pointer(
+    store: ObjectStore, run: str, holder: str, lane: str | None = None
+) -> ModelManifest:
     """The holder's latest manifest, verified; `SyncError("not_published")` when there is none."""
-    key = layout.pointer_key(run, holder)
+    key = layout.pointer_key(run, holder, lane)
     try:
         envelope = fetch_verified(
             store,
             key,
-            layout.expect_pointer(run, holder),
+            layout.expect_pointer(run, holder, lane),
             {},
             max_bytes=layout.MANIFEST_MAX_BYTES,
         )
@@ -73,22 +78,24 @@ def read_pointer(store: ObjectStore, run: str, holder: str) -> ModelManifest:
         if exc.reason == "missing_version":
             raise SyncError("not_published", f"no manifest at {key}") from None
         raise
-    return _manifest_of(envelope, run, holder)
+    return _manifest_of(envelope, run, holder, lane)
 
 
-def read_manifest(store: ObjectStore, run: str, holder: str, version: int) -> ModelManifest:
+def read_manifest(
+    store: ObjectStore, run: str, holder: str, version: int, lane: str | None = None
+) -> ModelManifest:
     """The write-once manifest of `version`, verified."""
     envelope = fetch_verified(
         store,
-        layout.manifest_key(run, holder, version),
-        layout.expect_manifest(run, holder, version),
+        layout.manifest_key(run, holder, version, lane),
+        layout.expect_manifest(run, holder, version, lane),
         {},
         max_bytes=layout.MANIFEST_MAX_BYTES,
     )
-    return _manifest_of(envelope, run, holder)
+    return _manifest_of(envelope, run, holder, lane)
 
 
-def _manifest_of(envelope: Envelope, run: str, holder: str) -> ModelManifest:
+def _manifest_of(envelope: Envelope, run: str, holder: str, lane: str | None) -> ModelManifest:
     """Parse the signed JSON and check it agrees with the header and the key layout."""
     try:
         manifest = ModelManifest.model_validate_json(envelope.metadata.get(_METADATA_KEY, ""))
@@ -97,8 +104,8 @@ def _manifest_of(envelope: Envelope, run: str, holder: str) -> ModelManifest:
     v = manifest.version
     if envelope.header.base_version != v:
         raise SyncError("bad_manifest", f"header names version {envelope.header.base_version}")
-    want_patch = layout.patch_key(run, holder, v) if v else None
-    want_checkpoint = layout.checkpoint_key(run, holder, manifest.checkpoint_version)
+    want_patch = layout.patch_key(run, holder, v, lane) if v else None
+    want_checkpoint = layout.checkpoint_key(run, holder, manifest.checkpoint_version, lane)
     if manifest.patch_key != want_patch or manifest.checkpoint_key != want_checkpoint:
         raise SyncError("bad_manifest", f"version {v} names keys outside the layout")
     return manifest

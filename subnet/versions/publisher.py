@@ -58,8 +58,12 @@ class VersionPublisher:
         *,
         checkpoint_every: int,
         max_bytes: int = DEFAULT_MAX_BYTES,
+        lane: str | None = None,
     ) -> None:
-        """Nothing is read until `resume` or the first `publish`; `max_bytes` bounds those reads."""
+        """Nothing is read until `resume` or the first `publish`; `max_bytes` bounds those reads.
+
+        `lane` names the model's key space (None: the default `model` lane).
+        """
         if checkpoint_every < 1:
             raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
         self.store = store
@@ -67,6 +71,7 @@ class VersionPublisher:
         self.run = run
         self.checkpoint_every = checkpoint_every
         self.max_bytes = max_bytes
+        self.lane = lane
         self._head: _Head | None = None
         self._resumed = False
 
@@ -124,10 +129,10 @@ class VersionPublisher:
             window=window,
             digest=digest,
             checkpoint_version=checkpoint_version,
-            checkpoint_key=layout.checkpoint_key(self.run, holder, checkpoint_version),
-            patch_key=layout.patch_key(self.run, holder, version) if version else None,
+            checkpoint_key=layout.checkpoint_key(self.run, holder, checkpoint_version, self.lane),
+            patch_key=layout.patch_key(self.run, holder, version, self.lane) if version else None,
         )
-        committed = probe_manifest(self.store, self.run, holder, version)
+        committed = probe_manifest(self.store, self.run, holder, version, self.lane)
         if committed is not None:
             if (committed.digest, committed.window) == (digest, window):
                 # Our own earlier attempt got as far as the manifest (then the pointer failed).
@@ -142,16 +147,19 @@ class VersionPublisher:
                 patch = encode_patch(previous.state, state)
             except ValueError as exc:
                 raise PublishError("state_mismatch", str(exc)) from None
-            key = layout.patch_key(self.run, holder, version)
-            self._write_orphan(key, layout.expect_patch(self.run, holder, version), patch)
+            key = layout.patch_key(self.run, holder, version, self.lane)
+            self._write_orphan(
+                key, layout.expect_patch(self.run, holder, version, self.lane), patch
+            )
         if full:
-            key = layout.checkpoint_key(self.run, holder, version)
-            self._write_orphan(key, layout.expect_checkpoint(self.run, holder, version), state)
+            key = layout.checkpoint_key(self.run, holder, version, self.lane)
+            expected = layout.expect_checkpoint(self.run, holder, version, self.lane)
+            self._write_orphan(key, expected, state)
         commit_once(
             self.store,
-            layout.manifest_key(self.run, holder, version),
-            encode_manifest(self.signer, self.run, manifest, pointer=False),
-            layout.expect_manifest(self.run, holder, version),
+            layout.manifest_key(self.run, holder, version, self.lane),
+            encode_manifest(self.signer, self.run, manifest, pointer=False, lane=self.lane),
+            layout.expect_manifest(self.run, holder, version, self.lane),
             max_bytes=layout.MANIFEST_MAX_BYTES,
         )
         # Last: once the pointer names this version, everything it relies on is in place.
@@ -160,8 +168,8 @@ class VersionPublisher:
 
     def _write_pointer(self, manifest: ModelManifest) -> None:
         self.store.put(
-            layout.pointer_key(self.run, self.signer.ss58_address),
-            encode_manifest(self.signer, self.run, manifest, pointer=True),
+            layout.pointer_key(self.run, self.signer.ss58_address, self.lane),
+            encode_manifest(self.signer, self.run, manifest, pointer=True, lane=self.lane),
         )
 
     def _write_orphan(self, key: str, expected: Expected, tensors: Mapping[str, Tensor]) -> None:
@@ -176,6 +184,7 @@ class VersionPublisher:
             window=expected.window,
             tensors=tensors,
             base_version=expected.base_version,
+            lane=expected.lane,
         )
         self.store.put(key, blob)
 
@@ -191,8 +200,8 @@ class VersionPublisher:
             return self.latest
         holder = self.signer.ss58_address
         try:
-            hint = read_hint(self.store, self.run, holder)
-            manifest = newest_committed(self.store, self.run, holder, hint)
+            hint = read_hint(self.store, self.run, holder, self.lane)
+            manifest = newest_committed(self.store, self.run, holder, hint, self.lane)
         except SyncError as exc:
             raise PublishError(f"resume:{exc.reason}", exc.detail) from None
         if manifest is None:
@@ -216,7 +225,8 @@ class VersionPublisher:
             state = snapshot(local[1])
             if state_digest(state).hex() == manifest.digest:
                 return state
-        syncer = ModelSync(self.store, self.signer.ss58_address, self.run, max_bytes=self.max_bytes)
+        syncer = ModelSync(self.store, self.signer.ss58_address, self.run,
+                           max_bytes=self.max_bytes, lane=self.lane)  # fmt: skip
         try:
             state, _ = syncer.sync_to(manifest, *(local or (None, None)))
         except SyncError as exc:

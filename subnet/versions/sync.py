@@ -48,6 +48,7 @@ class ModelSync:
         spec: PayloadSpec | None = None,
         max_patches: int = 32,
         max_checkpoints: int = 2,
+        lane: str | None = None,
     ) -> None:
         """
         Args:
@@ -60,11 +61,13 @@ class ModelSync:
                 None checks only the final digest.
             max_patches: the most patches the patch path applies before a checkpoint is cheaper.
             max_checkpoints: how many checkpoints to try, newest first, when one is bad.
+            lane: the model's key space (None: the default `model` lane).
         """
         self._source = store_or_reader
         self.holder = holder_hotkey
         self.run = run
         self.max_bytes = max_bytes
+        self.lane = lane
         self.spec = spec
         self.max_patches = max_patches
         if max_checkpoints < 1 or max_patches < 0:
@@ -84,10 +87,10 @@ class ModelSync:
         bucket) is it a `rollback`.
         """
         store = self._store()
-        hint = read_hint(store, self.run, self.holder)
+        hint = read_hint(store, self.run, self.holder, self.lane)
         known = hint
         if self._seen is not None and (hint is None or hint.version < self._seen.version):
-            if probe_manifest(store, self.run, self.holder, self._seen.version) is None:
+            if probe_manifest(store, self.run, self.holder, self._seen.version, self.lane) is None:
                 got = "nothing" if hint is None else f"version {hint.version}"
                 raise SyncError("rollback", f"latest is {got}, already saw {self.highest_seen}")
             if hint is not None:
@@ -100,7 +103,7 @@ class ModelSync:
             # before rewriting it, or an old one was replayed) is checked against the manifests.
             manifest: ModelManifest | None = known
         else:
-            manifest = newest_committed(store, self.run, self.holder, known)
+            manifest = newest_committed(store, self.run, self.holder, known, self.lane)
         if manifest is None:
             raise SyncError("not_published", f"no committed manifest of {self.holder}")
         if hint is not None and manifest.version > hint.version:
@@ -155,7 +158,7 @@ class ModelSync:
                     raise
                 logger.warning("checkpoint {} unusable ({}); trying an older one", base, exc)
                 # The manifest just before a checkpoint names the previous checkpoint.
-                before = read_manifest(self._store(), self.run, self.holder, base - 1)
+                before = read_manifest(self._store(), self.run, self.holder, base - 1, self.lane)
                 base = before.checkpoint_version
                 continue
             return self._forward(state, base, latest)
@@ -164,8 +167,8 @@ class ModelSync:
     def _load_checkpoint(self, version: int) -> dict[str, Tensor]:
         envelope = fetch_verified(
             self._store(),
-            layout.checkpoint_key(self.run, self.holder, version),
-            layout.expect_checkpoint(self.run, self.holder, version),
+            layout.checkpoint_key(self.run, self.holder, version, self.lane),
+            layout.expect_checkpoint(self.run, self.holder, version, self.lane),
             self.spec,
             max_bytes=self.max_bytes,
         )
@@ -178,8 +181,8 @@ class ModelSync:
         for v in range(version + 1, latest.version + 1):
             patch = fetch_verified(
                 self._store(),
-                layout.patch_key(self.run, self.holder, v),
-                layout.expect_patch(self.run, self.holder, v),
+                layout.patch_key(self.run, self.holder, v, self.lane),
+                layout.expect_patch(self.run, self.holder, v, self.lane),
                 layout.PATCH_SPEC,
                 max_bytes=self.max_bytes,
             )

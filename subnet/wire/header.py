@@ -7,7 +7,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from subnet.storage.keys import PROTOCOL_VERSION, ObjectKind, lane_of
+from subnet.storage.keys import LANE_PATTERN, PROTOCOL_VERSION, ObjectKind, lane_of
 
 
 class Signer(Protocol):
@@ -31,7 +31,7 @@ class Header(BaseModel):
     version: int = Field(ge=0)  # protocol version (`subnet.storage.keys.PROTOCOL_VERSION`)
     run: str = Field(min_length=1, max_length=64)
     kind: ObjectKind
-    lane: str = Field(pattern=r"^[a-z][a-z0-9-]{0,31}$")  # the run plan's stream, as in the key
+    lane: str = Field(pattern=LANE_PATTERN)  # the run plan's stream, as in the key
     window: int = Field(ge=0)  # window, round, or shard index, as in the object's key
     sender: str = Field(min_length=40, max_length=60)  # ss58 hotkey of the signer
     base_version: int | None = Field(default=None, ge=0)  # model version the payload applies to

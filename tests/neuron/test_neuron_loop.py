@@ -203,6 +203,37 @@ def test_a_gate_that_never_passes_lapses_at_the_phase_end(tmp_path, monkeypatch)
     assert offsets == [3]  # the upload phase's last offset
 
 
+def test_a_step_held_by_a_condition_lets_the_next_step_of_its_phase_go_first(tmp_path, monkeypatch):
+    """A gate that never lapses (a condition, ``granted``) holds only its own step: the step
+    after it in the same phase runs now instead of being missed with it; the held step still
+    runs if the condition comes true in its phase, and the steps of a later phase keep order."""
+    opened = {"window": 1}
+    monkeypatch.setitem(gates.GATES, "cond", gates.Gate(
+        "cond", lambda n, s: s.window >= opened["window"] and s.offset >= 2, gates.never))  # fmt: skip
+    steps = (step("work", gates=("cond",)), step("report"), step("report", phase="merge"))
+    neuron = make(tmp_path, list(range(0, 20)), plan(*steps))
+    ran = []
+    original = neuron.handle
+    neuron.handle = lambda st: (
+        ran.append((st.window, st.offset, st.plan is steps[1])) or original(st)
+    )
+    assert neuron.run() == 2
+    # window 0: the condition never holds: work is missed, the upload-phase report runs at
+    # offset 0 anyway; window 1: the report runs ahead at 0, work once the condition holds at 2
+    assert ran == [(0, 0, True), (0, 6, False), (1, 0, True), (1, 2, False), (1, 6, False)]
+    assert [c for c in neuron.calls if c[0] == "publish"] == [("publish", 1)]
+    assert neuron.calls.count(("report", 0)) == 2 and neuron.calls.count(("report", 1)) == 2
+
+
+def test_a_step_held_by_a_lapsing_gate_keeps_plan_order(tmp_path, monkeypatch):
+    monkeypatch.setitem(gates.GATES, "slow", gates.Gate(
+        "slow", lambda n, s: s.offset >= 2, None, "opens at offset 2"))  # fmt: skip
+    steps = (step("work", gates=("slow",)), step("report"))
+    neuron = make(tmp_path, list(range(0, 10)), plan(*steps))
+    neuron.run()
+    assert neuron.calls == [("sync", 0), ("publish", 0), ("report", 0)]
+
+
 def test_version_out_lapses_after_a_quarter_of_the_upload_phase(tmp_path):
     class Behind:
         def latest_window(self):
@@ -212,7 +243,7 @@ def test_version_out_lapses_after_a_quarter_of_the_upload_phase(tmp_path):
                                                           report_deadline=24))  # fmt: skip
     assert lapse == 4
     neuron = make(tmp_path, [])
-    neuron.replica = Behind()
+    neuron.replica_of = lambda step: Behind()  # the model the step starts from
     from subnet.neuron.steps import Step
 
     assert not gates.version_out(neuron, Step(step(), 3, 0))

@@ -75,3 +75,15 @@ def test_versions_never_see_each_other() -> None:
 def test_invalid_parts_are_refused(call) -> None:
     with pytest.raises(ValueError):
         call()
+
+
+@pytest.mark.parametrize("lane", ["grads_a", "model_b", "model.p1", "model-x.p12"])
+def test_plan_lanes_and_a_models_sub_stream_are_keys(lane: str) -> None:
+    key = object_key("r", ObjectKind.MODEL_MANIFEST, 3, ALICE, lane=lane)
+    assert parse_key(key).lane == lane
+
+
+@pytest.mark.parametrize("lane", ["model..p1", "model.p1.p2", "Model_a", "_a", "model.", "a" * 49])
+def test_other_lane_names_are_refused(lane: str) -> None:
+    with pytest.raises(ValueError):
+        object_key("r", ObjectKind.GRADIENT, 3, ALICE, lane=lane)

@@ -8,6 +8,7 @@ from html import escape
 from . import bytes_panel, summary
 from .load import Run
 from .svg import line_chart
+from .topology import load_topology
 from .units import (
     DASH,
     fmt_bytes,
@@ -88,6 +89,7 @@ def render_page(
                 show_incentive=bool(run.chain)),
         bytes_panel.panel(run),
         _rounds(summary.round_rows(run, last=recent), total=head.rounds),
+        topology_section(run, recent),
         _failures(run),
         "<footer>Rendered by scripts/report.py from the run's metrics files; "
         "self-contained, no network needed.</footer>",
@@ -258,6 +260,37 @@ def _rounds(rows: list[summary.RoundRow], total: int) -> str:
     )
     table = _table(headers, cells, "No merged rounds yet.")
     return f'<section class="panel"><h2>{escape(title)}</h2>{table}</section>'
+
+
+def topology_section(run: Run, recent: int = 20) -> str:
+    """The topology panel: name@version, the lanes (who writes, who reads) and the last
+    ``recent`` rounds of each slot (who sent, merged, failed); empty without ``plan`` records."""
+    view = load_topology(run.path, {hk: p.name for hk, p in run.participants.items()})
+    if view is None:
+        return ""
+
+    def names(members: tuple[str, ...] | list[str]) -> str:
+        return escape(", ".join(members)) if members else DASH
+
+    lanes = [[f"<code>{escape(lane.name)}</code>", escape(lane.kind), escape(lane.mode),
+              f"{escape(', '.join(lane.writers))}: {names(lane.writer_members)}",
+              f"{escape(', '.join(lane.readers))}: {names(lane.reader_members)}"]
+             for lane in view.lanes]  # fmt: skip
+    windows = sorted({r.window for r in view.rounds})[-recent:]
+    rounds = [[str(r.window), escape(r.slot), names(r.sent), names(r.merged), names(r.failed)]
+              for r in view.rounds if r.window in windows]  # fmt: skip
+    slots = "; ".join(f"{escape(slot)}: {names(members)}" for slot, members in view.slots.items())
+    digest = ", ".join(view.digests)
+    return (
+        f'<section class="panel"><h2>Topology <code>{escape(view.ref)}</code></h2>'
+        f'<p class="meta">plan {escape(digest)} · {slots}</p>'
+        + _table([("lane", False), ("kind", False), ("mode", False), ("writers", False),
+                  ("readers", False)], lanes, "no lanes")
+        + "<h2>Rounds by slot</h2>"
+        + _table([("round", True), ("slot", False), ("sent", False), ("merged", False),
+                  ("failed", False)], rounds, "no rounds yet")
+        + "</section>"
+    )  # fmt: skip
 
 
 def _failures(run: Run) -> str:

@@ -121,7 +121,8 @@ def mix(miner: Any, step: Step) -> Mixed:
 
 
 def final_merge(holder: Any, step: Step) -> Any:
-    """Action (holder): average the final models on the lanes read and publish the result."""
+    """Action (holder): average the final models (those on the lanes read: the gossip
+    workers'; and the holder's own sweep points' models) and publish the result."""
     from ..holder import MergeResult  # the holder imports this module for its actions dict
 
     rt, window = holder.rt, step.window
@@ -136,6 +137,8 @@ def final_merge(holder: Any, step: Step) -> Any:
             except (StorageError, Rejected, ValueError) as error:
                 logger.warning("window {}: final model of {} unusable: {}", window, hotkey[:8],
                                error)  # fmt: skip
+    points = getattr(holder, "points", None)
+    models |= points.final_models() if points is not None else {}
     if not models:
         logger.info("window {}: no final models to merge", window)
         return MergeResult(window, False)

@@ -1,16 +1,21 @@
 """Sweep fan-out (``fan_out``): which sweep point each worker trains, from a common baseline.
 
 Workers (the writers of the gradient lanes, sorted) take the points in turn: worker ``i``
-trains point ``i mod len(points)``. The first round's version is the common baseline every
-point starts from. The action records the assignment (metric ``fan_out``) so the run page and
-the tests can see it.
+trains point ``i mod len(points)``, a pure function of the roster both sides compute
+(``point_of``). Each point is its own model line: its versions live on the model lane's
+sub-stream ``lane.pI`` (``point_stream``). ``fan_out`` publishes the common baseline (the
+holder's version 0) as version 0 of every point's line and records the assignment (metric
+``fan_out``); the holder's per-point ``merge`` and the ``final_merge`` are in
+``subnet.neuron.points``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...errors import NotReady
 from ..steps import Step
 from .grants import trainers
 
@@ -22,6 +27,26 @@ def assign_points(workers: list[str], points: list[float]) -> dict[str, float]:
     return {hk: points[i % len(points)] for i, hk in enumerate(sorted(workers))}
 
 
+def point_stream(lane: str, index: int) -> str:
+    """The key space of point ``index``'s model on ``lane`` (``model.p0``, ``model.p1``, ...)."""
+    return f"{lane}.p{int(index)}"
+
+
+def point_of(rt: Any, params: Mapping[str, Any]) -> tuple[int, float] | None:
+    """``(index, value)`` of the sweep point this member trains; None for a step with no points.
+
+    NotReady while this member is not among the trainers (the assignment needs its place).
+    """
+    points = [float(p) for p in params.get("points", ())]
+    if not points:
+        return None
+    workers = trainers(rt)
+    if rt.hotkey not in workers:
+        raise NotReady(f"{rt.hotkey} is not among the sweep's trainers yet")
+    index = workers.index(rt.hotkey) % len(points)
+    return index, points[index]
+
+
 @dataclass
 class FanOut:
     """The ``fan_out`` action's result."""
@@ -31,7 +56,11 @@ class FanOut:
 
 
 def fan_out(holder: Any, step: Step) -> FanOut:
-    """Action: assign the sweep points to the workers present (the baseline is version 0)."""
-    points = assign_points(trainers(holder.rt), [float(p) for p in step.params.get("points", [])])
-    holder.rt.metrics.log("fan_out", window=step.window, points=points)
+    """Action: assign the points to the workers present and publish the common baseline as
+    version 0 of every point's model line."""
+    values = [float(p) for p in step.params.get("points", [])]
+    points = assign_points(trainers(holder.rt), values)
+    holder.points.start(values)
+    holder.rt.metrics.log("fan_out", window=step.window, points=points,
+                          streams=holder.points.streams())  # fmt: skip
     return FanOut(step.window, points)

@@ -1,0 +1,177 @@
+"""The sweep lead's models: one model line per sweep point, then the final merge of them all.
+
+A slot whose steps name sweep ``points`` holds one model per point beside its own: each with its
+outer optimizer and its versions on the point's sub-stream of the model lane (``model.p1``,
+``subnet.neuron.actions.sweep.point_stream``). ``fan_out`` publishes the common baseline (the
+holder's version 0) as version 0 of every point; a ``merge`` step with ``per_point = true``
+merges each point's workers into that point's model with the holder's own merge (``as_line``
+lends the point's model, optimizer and publisher to it); ``final_merge`` averages the points'
+models into the holder's own model and publishes it on the lane itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..model import build_model
+from ..training import build_outer_optimizer, load_parameters, snapshot
+from ..versions import VersionPublisher
+from .actions.grants import trainers
+from .actions.sweep import assign_points, point_stream
+from .rules import OUTER_RULES
+from .state import prefixed, unprefixed
+
+# What a line lends the holder while it merges or publishes as that line.
+LENT = ("model", "outer", "publisher", "version", "unpublished", "model_lane")
+
+
+@dataclass
+class PointLine:
+    """One sweep point's model, as the holder holds its own."""
+
+    index: int
+    value: float
+    model: torch.nn.Module
+    outer: Any
+    publisher: VersionPublisher
+    model_lane: str  # the stream of its versions (``model.pI``)
+    version: int | None = None
+    unpublished: int | None = None
+
+
+def sweep_points(slot: Any) -> list[float]:
+    """The points the slot's steps name (the first step that names any), else none."""
+    for step in slot.steps:
+        if step.params.get("points"):
+            return [float(p) for p in step.params["points"]]
+    return []
+
+
+class Points:
+    """The holder's per-point model lines (empty for a holder of one model)."""
+
+    def __init__(self, holder: Any) -> None:
+        self.holder = holder
+        self.lines: dict[int, PointLine] = {}
+        self.values = sweep_points(holder.slot)
+        self.lent: tuple[PointLine, dict[str, Any]] | None = None  # (line, the holder's own)
+
+    def build(self) -> None:
+        """One line per point, each starting as the holder's model (called by setup)."""
+        h, p = self.holder, self.holder.rt.cfg.protocol
+        for i, value in enumerate(self.values):
+            model = build_model(p.model, vocab_size=h.data.vocab_size, seed=p.seed)
+            load_parameters(model, snapshot(h.model))
+            outer = build_outer_optimizer(OUTER_RULES[h.rt.plan.outer["name"]](p, h.rt.plan.outer))
+            stream = point_stream(h.model_lane or "model", i)
+            publisher = VersionPublisher(h.rt.store, h.rt.signer, p.run,
+                                         checkpoint_every=p.checkpoint_every,
+                                         max_bytes=h.publisher.max_bytes, lane=stream)  # fmt: skip
+            self.lines[i] = PointLine(i, value, model, outer, publisher, stream)
+
+    def streams(self) -> dict[int, str]:
+        """Point index -> the stream its versions are on."""
+        return {i: line.model_lane for i, line in self.lines.items()}
+
+    def start(self, values: list[float]) -> None:
+        """Publish the common baseline as version 0 of every point (once; resumable)."""
+        if [float(v) for v in values] != self.values:
+            raise ValueError(f"fan_out points {values} differ from the slot's {self.values}")
+        baseline = snapshot(self.holder.model)
+        for line in self.lines.values():
+            if self._resume(line) is None:
+                load_parameters(line.model, baseline)
+                with self.as_line(line):
+                    self.holder.unpublished = -1  # the baseline, "merged" before round 0
+                    self.holder._publish_pending(None)
+
+    def resume(self) -> None:
+        """After a restart: each point continues from what its bucket says was published
+        last when local state is missing or older (as the holder's own model does)."""
+        for line in self.lines.values():
+            self._resume(line)
+
+    def _resume(self, line: PointLine) -> Any:
+        own = None if line.version is None or line.unpublished is not None else line.version
+        published = line.publisher.resume(None if own is None else (own, snapshot(line.model)))
+        if published is not None and (line.version is None or published.version > line.version):
+            load_parameters(line.model, line.publisher.latest_state)
+            line.version, line.unpublished = published.version, None
+        return published
+
+    def workers(self, index: int) -> list[str]:
+        """The trainers of point ``index`` (worker i of the sorted cohort: point i mod n)."""
+        assigned = assign_points(trainers(self.holder.rt), list(range(len(self.values))))
+        return sorted(hk for hk, i in assigned.items() if int(i) == index)
+
+    @contextmanager
+    def as_line(self, line: PointLine) -> Iterator[None]:
+        """Lend ``line``'s model, optimizer, publisher and version to the holder meanwhile."""
+        h = self.holder
+        own = {name: getattr(h, name) for name in LENT}
+        for name in LENT:
+            setattr(h, name, getattr(line, name))
+        self.lent = (line, own)
+        try:
+            yield
+        finally:
+            for name in LENT:
+                setattr(line, name, getattr(h, name))
+                setattr(h, name, own[name])
+            self.lent = None
+
+    def own(self) -> dict[str, Any]:
+        """The holder's own model, optimizer, publisher and versions, even while lending
+        (a save in the middle of a point's merge must not file the point's as the holder's)."""
+        if self.lent is not None:
+            return self.lent[1]
+        return {name: getattr(self.holder, name) for name in LENT}
+
+    def _view(self, line: PointLine) -> Any:
+        """``line``'s current fields: the holder's while it is lent (they move there)."""
+        if self.lent is not None and self.lent[0] is line:
+            return self.holder
+        return line
+
+    def merge(self, window: int) -> Any:
+        """Merge each point's workers into that point's model and publish it."""
+        from .holder import MergeResult
+
+        weights: dict[str, float] = {}
+        merged = False
+        for line in self.lines.values():
+            with self.as_line(line):
+                result = self.holder.step(window, senders=self.workers(line.index))
+                self.holder.publish(window, result)
+            merged |= result.merged
+            weights |= result.weights
+        return MergeResult(window, merged, weights)
+
+    def final_models(self) -> dict[str, dict[str, torch.Tensor]]:
+        """Each point's current model, by stream (what ``final_merge`` averages)."""
+        return {line.model_lane: snapshot(line.model) for line in self.lines.values()}
+
+    def state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        """Per point: the model, the outer optimizer's state, the last and pending version."""
+        meta, tensors = {}, {}
+        for i, line in self.lines.items():
+            now = self._view(line)
+            meta[str(i)] = {"version": now.version, "unpublished": now.unpublished}
+            tensors |= prefixed(snapshot(now.model), f"p{i}:model")
+            tensors |= prefixed(now.outer.state_dict(), f"p{i}:outer")
+        return {"points": meta}, tensors
+
+    def restore(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
+        """Load what :meth:`state` saved."""
+        for i, line in self.lines.items():
+            record = meta.get("points", {}).get(str(i), {})
+            line.version, line.unpublished = record.get("version"), record.get("unpublished")
+            model = unprefixed(tensors, f"p{i}:model")
+            if model:
+                load_parameters(line.model, model)
+            line.outer.load_state_dict(unprefixed(tensors, f"p{i}:outer"))
