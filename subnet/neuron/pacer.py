@@ -71,7 +71,11 @@ class Pacer:
             logger.debug("clock unreadable while pacing: {}", error)
 
     def train(
-        self, window: int, replica: Replica, batches: Iterable[Batch], optimizer: Optimizer,
+        self,
+        window: int,
+        replica: Replica,
+        batches: Iterable[Batch],
+        optimizer: Optimizer,
         train: Callable[..., InnerResult] = train_inner,
         inner: InnerConfig | None = None,
     ) -> PacedResult:

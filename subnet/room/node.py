@@ -78,8 +78,9 @@ def build_room_runtime(cfg: BeamConfig, role: str) -> Runtime:
         if run is None:
             raise RoomError("not_found", f"room {address.room!r} has no run {node.run!r}; "
                             f"`python -m subnet.room status --room {node.room}` lists them")  # fmt: skip
-        pool = ReaderPool(factory=counting_factory(s3_reader, meter),
-                          allow_private_endpoints=address.local)
+        pool = ReaderPool(
+            factory=counting_factory(s3_reader, meter), allow_private_endpoints=address.local
+        )
         membership = RoomMembership(rooms, run.name, hotkey, load_spec(run.topology), pool)
         membership.refresh()
         membership.join()
