@@ -76,6 +76,9 @@ class ProtocolConfig(_Strict):
     )
     holder_hotkey: str = Field("", description="ss58 hotkey of the model holder")
     checkpoint_every: int = Field(5, ge=1, description="full checkpoint every K model versions")
+    broadcast: Literal["auto", "patch", "sparse"] = Field(
+        "auto", description="how versions are published: sparse update (sparse codecs), or patch"
+    )
     max_upload_mb: float = Field(64.0, gt=0, description="largest object a peer downloads (MB)")
     window: WindowConfig = WindowConfig()
     inner: InnerConfig = InnerConfig()
