@@ -1,11 +1,11 @@
 """`VersionPublisher`: the model holder's side of DESIGN §3 step 7 — publish version v+1.
 
-Each version is written in an order that keeps readers safe at every instant: the patch (v >= 1),
-the checkpoint (every `checkpoint_every` versions, version 0 included), the write-once manifest,
-and last the latest pointer. A reader that sees the pointer therefore finds everything it names.
+Each version is written in an order that keeps readers safe at every instant: the delta or patch
+(v >= 1), the checkpoint (every `checkpoint_every` versions, version 0 included), the write-once
+manifest, and last the latest pointer. A reader that sees the pointer therefore finds everything it names.
 
 **The write-once manifest is the commit point** (docs/reliability.md). Before it exists nothing
-names version v, so a patch or checkpoint of v left by a crashed attempt is an orphan that no
+names version v, so a delta, patch or checkpoint of v left by a crashed attempt is an orphan that no
 reader has used: the next attempt overwrites it, whatever merge it now publishes. Once the
 manifest exists the version is fixed for good (`If-None-Match: *`), so two different models are
 never published under one version; a manifest key holding a valid object with another payload is
