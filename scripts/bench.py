@@ -1,6 +1,6 @@
 """Beam's benchmarks: ``python scripts/bench.py NAME [--json] [flags]``.
 
-NAME is ``adversarial``, ``compression``, ``convergence``, ``demo_load``, ``faults``, ``scale`` or
+NAME is ``adversarial``, ``broadcast``, ``compression``, ``convergence``, ``demo_load``, ``faults``, ``scale`` or
 ``throughput``
 (``--help`` after NAME lists its flags).
 Defaults fit a 2-core CPU; ``--device cuda`` plus the size flags scale a run up on a GPU. With
@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchmarks import (  # noqa: E402
     adversarial,
+    broadcast,
     compression,
     convergence,
     demo_load,
@@ -29,6 +30,7 @@ from benchmarks import (  # noqa: E402
 
 BENCHMARKS = {
     "adversarial": adversarial,
+    "broadcast": broadcast,
     "compression": compression,
     "convergence": convergence,
     "faults": faults,

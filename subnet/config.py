@@ -76,6 +76,13 @@ class ProtocolConfig(_Strict):
     )
     holder_hotkey: str = Field("", description="ss58 hotkey of the model holder")
     checkpoint_every: int = Field(5, ge=1, description="full checkpoint every K model versions")
+    # Patch by default: the sparse broadcast cuts a peer's download to about one upload, but
+    # re-sparsifying the merged step cost 4.1 % held-out loss after 20 rounds (benchmarks.md).
+    broadcast: Literal["auto", "patch", "sparse"] = Field(
+        "patch",
+        description="how versions are published: lossless patch, or the re-sparsified step "
+        "(sparse; auto = sparse for sparse codecs); sparse downloads ~1 upload, costs loss",
+    )
     max_upload_mb: float = Field(64.0, gt=0, description="largest object a peer downloads (MB)")
     window: WindowConfig = WindowConfig()
     inner: InnerConfig = InnerConfig()

@@ -7,8 +7,9 @@ merge-weights rule (``median_score``: the median of their scores, samples traine
 scored the window), fetches and verifies the uploads, aggregates them
 robustly (norm clipping to the median norm, then the configured rule), takes the outer step
 (plain SGD at lr 2 by default, as SparseLoCo prescribes; Nesterov for dense updates) and
-publishes version v+1: a lossless patch against v, a full checkpoint every K versions, and a
-signed manifest naming the version and its hash.
+publishes version v+1: with a sparse codec, the merged step re-sparsified to one upload's budget
+(``subnet.versions.delta``: peers apply it themselves, bit for bit), else a lossless patch against
+v; a full checkpoint every K versions, and a signed manifest naming the version and its hash.
 It also publishes the dataset to its bucket, so every peer trains and scores on the same shards.
 """
 
@@ -33,6 +34,7 @@ from ..storage.keys import ObjectKind
 from ..training import build_outer_optimizer, load_parameters, snapshot
 from ..training.streaming import merge_payloads
 from ..versions import VersionPublisher
+from ..versions.delta import Resparsifier, SparseDelta, uses_sparse_broadcast
 from ..wire import Expected, Rejected, fetch_envelope
 from .actions.consensus import consensus
 from .actions.grants import admit, grant_data
@@ -123,6 +125,7 @@ class ModelHolder(BaseNeuron):
             self.slot, ObjectKind.WEIGHTS.value)  # fmt: skip
         self.version: int | None = None  # the last version published
         self.unpublished: int | None = None  # a window merged into the model, not yet published
+        self.pending_delta: tuple[int, SparseDelta] | None = None  # (window, its sparse step)
 
     def setup(self) -> None:
         """Publish the dataset to our bucket; build the model, outer optimizer and publisher."""
@@ -139,6 +142,11 @@ class ModelHolder(BaseNeuron):
                    if s.lane and plan.lanes[s.lane].kind == ObjectKind.MODEL_MANIFEST.value]  # fmt: skip
         self.model_lane = (written[0] if written
                            else rt.lane_read(self.slot, ObjectKind.MODEL_MANIFEST.value))  # fmt: skip
+        try:  # the sparse broadcast's error feedback, or None for lossless patches
+            sparse = uses_sparse_broadcast(p.broadcast, p.compression)
+        except ValueError as exc:
+            raise ConfigError(f"--protocol.broadcast: {exc}") from None
+        self.broadcast = Resparsifier(p.compression) if sparse else None
         self.publisher = VersionPublisher(rt.store, rt.signer, p.run,
                                           checkpoint_every=p.checkpoint_every,
                                           max_bytes=max(rt.max_bytes, checkpoint_bytes(self.model)),
@@ -234,7 +242,7 @@ class ModelHolder(BaseNeuron):
             return MergeResult(window, False, weights)
         delta = merge_payloads(self.compressor, [got.accepted[hk].payload for hk in chosen],
                                shapes, [weights[hk] for hk in chosen], self.aggregation)  # fmt: skip
-        self.outer.step(params, delta)
+        params = self._outer_step(params, delta, window)
         load_parameters(self.model, params)
         self.unpublished = window
         self.save()  # a crash while publishing resumes with this exact merge (and momentum)
@@ -250,6 +258,19 @@ class ModelHolder(BaseNeuron):
                            tokens=sum(got.accepted[hk].tokens for hk in chosen),
                            reports=len(reports), ddp_bytes=ddp, ddp_ring_bytes_per_worker=ring,
                            merge_seconds=round(time.perf_counter() - started, 3))  # fmt: skip
+
+    def _outer_step(
+        self, params: dict[str, torch.Tensor], delta: dict[str, torch.Tensor], window: int
+    ) -> dict[str, torch.Tensor]:
+        """The outer step from ``params``; with the sparse broadcast, re-sparsified (the state
+        peers rebuild from the published delta), the delta kept to publish with it."""
+        base = {k: v.clone() for k, v in params.items()} if self.broadcast else None
+        self.outer.step(params, delta)
+        if self.broadcast is None or base is None:
+            return params
+        published, sparse = self.broadcast.reduce(base, params)
+        self.pending_delta = (window, sparse)
+        return published
 
     def _reports(self, window: int, trusted: set[str]) -> dict[str, dict[str, float]]:
         """Window scores from each trusted validator's signed report (bad ones are skipped)."""
@@ -282,8 +303,11 @@ class ModelHolder(BaseNeuron):
         """
         if self.unpublished is None:
             return
-        manifest = self.publisher.publish(snapshot(self.model), self.unpublished)
+        pending = self.pending_delta
+        delta = pending[1] if pending is not None and pending[0] == self.unpublished else None
+        manifest = self.publisher.publish(snapshot(self.model), self.unpublished, delta)
         self.version, window, self.unpublished = manifest.version, self.unpublished, None
+        self.pending_delta = None
         fields = result.fields() if result is not None else {}
         contributors = fields.pop("weights", {})
         self._log_version(window, manifest.version, contributors=contributors,
@@ -306,6 +330,11 @@ class ModelHolder(BaseNeuron):
             **points,
         }
         meta = {"version": own["version"], "unpublished": own["unpublished"], **points_meta}
+        if own["broadcast"] is not None:  # its error feedback, and a delta not yet published
+            tensors.update(prefixed(own["broadcast"].state_dict(), "broadcast"))
+            if own["pending_delta"] is not None:
+                meta["delta_window"] = own["pending_delta"][0]
+                tensors.update(prefixed(own["pending_delta"][1].payload, "delta"))
         return meta, tensors
 
     def restore(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
@@ -316,4 +345,12 @@ class ModelHolder(BaseNeuron):
         if model:
             load_parameters(self.model, model)
         self.outer.load_state_dict(unprefixed(tensors, "outer"))
+        if self.broadcast is not None:
+            self.broadcast.load_state_dict(unprefixed(tensors, "broadcast"))
+            if meta.get("delta_window") is not None:
+                payload = unprefixed(tensors, "delta")
+                self.pending_delta = (
+                    meta["delta_window"],
+                    SparseDelta(self.broadcast.codec, payload),
+                )
         self.points.restore(meta, tensors)

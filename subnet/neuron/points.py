@@ -27,7 +27,10 @@ from .rules import OUTER_RULES
 from .state import prefixed, unprefixed
 
 # What a line lends the holder while it merges or publishes as that line.
-LENT = ("model", "outer", "publisher", "version", "unpublished", "model_lane")
+# A point's versions go out as lossless patches (``broadcast`` None): the holder's sparse
+# broadcast keeps error feedback for its own model only.
+LENT = ("model", "outer", "publisher", "version", "unpublished", "model_lane", "broadcast",
+        "pending_delta")  # fmt: skip
 
 
 @dataclass
@@ -42,6 +45,8 @@ class PointLine:
     model_lane: str  # the stream of its versions (``model.pI``)
     version: int | None = None
     unpublished: int | None = None
+    broadcast: Any = None  # no sparse broadcast for a point's versions (see LENT)
+    pending_delta: Any = None
 
 
 def sweep_points(slot: Any) -> list[float]:

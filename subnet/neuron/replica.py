@@ -72,6 +72,10 @@ class Replica:
             self.state, self.manifest = self.syncer.sync(self.state, self.version)
             self.version = self.manifest.version
             logger.info("synced to model version {} ({})", self.version, self.manifest.digest[:12])
+            fallback = self.syncer.last_fallback  # a delta or patch that did not do: why
+            if fallback is not None:
+                self.rt.metrics.log("sync_fallback", version=self.version, reason=fallback.reason,
+                                    path=self.syncer.last_path)  # fmt: skip
         self.reset()
 
     def _latest(self) -> ModelManifest:

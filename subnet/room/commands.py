@@ -9,7 +9,7 @@ from ..chain import load_wallet
 from ..config import ConfigError
 from ..membership.room import room_roster
 from ..storage.base import StorageError
-from ..storage.keys import parse_key
+from ..storage.keys import PROTOCOL_VERSION, ROOT, parse_key
 from ..storage.readers import ReaderPool
 from ..topology import load_spec
 from . import ops
@@ -186,7 +186,7 @@ def _last_objects(pool: ReaderPool, hotkey: str, run_key: str) -> str:
         return "no readable bucket"
     newest: dict[str, int] = defaultdict(lambda: -1)
     try:
-        for info in reader.list(f"beam/v2/{run_key}/"):
+        for info in reader.list(f"{ROOT}/v{PROTOCOL_VERSION}/{run_key}/"):
             try:
                 parts = parse_key(info.key)
             except ValueError:

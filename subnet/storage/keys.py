@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
-PROTOCOL_VERSION = 2  # bump on any incompatible change to keys or the wire format (2: lanes)
+PROTOCOL_VERSION = 3  # bump on any incompatible change to keys or the wire (2: lanes, 3: deltas)
 ROOT = "beam"
 _WINDOW_DIGITS = 12
 _RUN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -31,6 +31,7 @@ class ObjectKind(str, Enum):
     GRADIENT = "gradient"  # a miner's compressed pseudo-gradient for one window
     SCORES = "scores"  # a validator's score report for one window
     MODEL_PATCH = "model-patch"  # model version v+1 as a lossless patch against v
+    MODEL_DELTA = "model-delta"  # model version v+1 as v minus a sparse compressed update
     CHECKPOINT = "checkpoint"  # a full model version
     MODEL_MANIFEST = "model-manifest"  # names the latest model version and its hash
     ROOM_MANIFEST = "room-manifest"  # a room's signed roster
@@ -46,6 +47,7 @@ DEFAULT_LANES: dict[ObjectKind, str] = {
     ObjectKind.GRADIENT: "grads",
     ObjectKind.SCORES: "scores",
     ObjectKind.MODEL_PATCH: "model",
+    ObjectKind.MODEL_DELTA: "model",
     ObjectKind.CHECKPOINT: "model",
     ObjectKind.MODEL_MANIFEST: "model",
     ObjectKind.ROOM_MANIFEST: "room",

@@ -3,9 +3,11 @@
 Public API:
 
 - `ModelManifest`: version, window, digest (hex `state_digest`), checkpoint_version and keys.
-- `VersionPublisher(store, signer, run, *, checkpoint_every)`: `.publish(state, window)` writes
-  version v+1 as a lossless patch against v, a full checkpoint every `checkpoint_every` versions,
-  then its signed manifest; a new publisher on the same store resumes at the next version.
+- `VersionPublisher(store, signer, run, *, checkpoint_every)`: `.publish(state, window, delta)`
+  writes version v+1 as the sparse `delta` (when it rebuilds `state` from v bit for bit) or a
+  lossless patch against v, a full checkpoint every `checkpoint_every` versions, then its signed
+  manifest; a new publisher on the same store resumes at the next version.
+- `subnet.versions.delta`: the sparse broadcast (`Resparsifier` on the holder, `apply_delta`).
 - `ModelSync(store_or_reader, holder_hotkey, run, *, max_bytes)`: `.latest()` and
   `.sync(state, version) -> (state, manifest)`, digest-checked or `SyncError(reason, detail)`.
 - `model_state(model)` / `load_state(model, state)`: torch model <-> fp32 CPU state dict.

@@ -17,6 +17,7 @@ SYNC_REASONS = (
     "no_reader",  # no valid storage commitment for the holder's hotkey
     "rejected:",  # + a `subnet.wire.Reason` value
     "patch:",  # + a `subnet.compression.patch.PatchRejectReason`, or `corrupt` (a bad stream)
+    "delta:",  # + a `subnet.compression.RejectReason` of the delta's codec, or `state_mismatch`
     "storage:",  # + a `subnet.storage.StorageReason`
 )
 

@@ -6,6 +6,8 @@ the model *version* (not the training window that produced it), so versions list
 - `object_key(run, "checkpoint", v, holder)`: the full state of version v (every
   `checkpoint_every` versions, version 0 included).
 - `object_key(run, "model-patch", v, holder)`: version v as a lossless patch against v-1 (v >= 1).
+- `object_key(run, "model-delta", v, holder)`: or version v as v-1 minus a sparse update
+  (`subnet.versions.delta`); a manifest names one of the two.
 - `object_key(run, "model-manifest", v, holder)`: the manifest of version v (write-once).
 - `latest_key(run, "model-manifest", holder)`: the newest manifest (overwritten each version).
 
@@ -50,6 +52,11 @@ def patch_key(run: str, holder: str, version: int, lane: str | None = None) -> s
     return object_key(run, ObjectKind.MODEL_PATCH, version, holder, lane=lane)
 
 
+def delta_key(run: str, holder: str, version: int, lane: str | None = None) -> str:
+    """Key of the sparse update that turns version `version - 1` into `version`."""
+    return object_key(run, ObjectKind.MODEL_DELTA, version, holder, lane=lane)
+
+
 def manifest_key(run: str, holder: str, version: int, lane: str | None = None) -> str:
     """Key of the write-once manifest of `version`."""
     return object_key(run, ObjectKind.MODEL_MANIFEST, version, holder, lane=lane)
@@ -68,6 +75,12 @@ def expect_checkpoint(run: str, holder: str, version: int, lane: str | None = No
 def expect_patch(run: str, holder: str, version: int, lane: str | None = None) -> Expected:
     """What the patch envelope of `version` must say: it applies to version - 1."""
     return Expected(run, version, ObjectKind.MODEL_PATCH, holder, base_version=version - 1,
+                    lane=lane)  # fmt: skip
+
+
+def expect_delta(run: str, holder: str, version: int, lane: str | None = None) -> Expected:
+    """What the delta envelope of `version` must say: it applies to version - 1."""
+    return Expected(run, version, ObjectKind.MODEL_DELTA, holder, base_version=version - 1,
                     lane=lane)  # fmt: skip
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from subnet.compression import CompressionConfig
 from subnet.storage.base import ObjectStore
 from subnet.storage.keys import ObjectKind
 from subnet.versions import layout
@@ -24,7 +25,9 @@ class ModelManifest(BaseModel):
     """One published model version.
 
     `digest` is the hex `state_digest` of the full state dict; `checkpoint_version` is the newest
-    version <= `version` with a full checkpoint. `patch_key` is None only for version 0.
+    version <= `version` with a full checkpoint. Every version but 0 names how to get it from the
+    version before: a lossless `patch_key`, or a sparse `delta_key` with the `delta_codec` that
+    decodes it (`subnet.versions.delta`); version 0 names neither.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -35,13 +38,18 @@ class ModelManifest(BaseModel):
     checkpoint_version: int = Field(ge=0)
     checkpoint_key: str
     patch_key: str | None
+    delta_key: str | None = None
+    delta_codec: CompressionConfig | None = None
 
     @model_validator(mode="after")
     def _check_versions(self) -> ModelManifest:
         if self.checkpoint_version > self.version:
             raise ValueError("checkpoint_version is newer than version")
-        if (self.patch_key is None) != (self.version == 0):
-            raise ValueError("every version but 0 has a patch, and version 0 has none")
+        links = (self.patch_key is not None) + (self.delta_key is not None)
+        if links != (self.version != 0):
+            raise ValueError("every version but 0 has one patch or delta, and version 0 none")
+        if (self.delta_key is None) != (self.delta_codec is None):
+            raise ValueError("a delta names its codec, and only a delta does")
         return self
 
 
@@ -104,8 +112,10 @@ def _manifest_of(envelope: Envelope, run: str, holder: str, lane: str | None) ->
     v = manifest.version
     if envelope.header.base_version != v:
         raise SyncError("bad_manifest", f"header names version {envelope.header.base_version}")
-    want_patch = layout.patch_key(run, holder, v, lane) if v else None
+    want_patch = layout.patch_key(run, holder, v, lane) if v and not manifest.delta_key else None
+    want_delta = layout.delta_key(run, holder, v, lane) if v and not manifest.patch_key else None
     want_checkpoint = layout.checkpoint_key(run, holder, manifest.checkpoint_version, lane)
-    if manifest.patch_key != want_patch or manifest.checkpoint_key != want_checkpoint:
+    if (manifest.patch_key, manifest.delta_key, manifest.checkpoint_key) != (
+        want_patch, want_delta, want_checkpoint):  # fmt: skip
         raise SyncError("bad_manifest", f"version {v} names keys outside the layout")
     return manifest

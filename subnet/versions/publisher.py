@@ -1,11 +1,11 @@
 """`VersionPublisher`: the model holder's side of DESIGN §3 step 7 — publish version v+1.
 
-Each version is written in an order that keeps readers safe at every instant: the patch (v >= 1),
-the checkpoint (every `checkpoint_every` versions, version 0 included), the write-once manifest,
-and last the latest pointer. A reader that sees the pointer therefore finds everything it names.
+Each version is written in an order that keeps readers safe at every instant: the delta or patch
+(v >= 1), the checkpoint (every `checkpoint_every` versions, version 0 included), the write-once
+manifest, and last the latest pointer. A reader that sees the pointer therefore finds everything it names.
 
 **The write-once manifest is the commit point** (docs/reliability.md). Before it exists nothing
-names version v, so a patch or checkpoint of v left by a crashed attempt is an orphan that no
+names version v, so a delta, patch or checkpoint of v left by a crashed attempt is an orphan that no
 reader has used: the next attempt overwrites it, whatever merge it now publishes. Once the
 manifest exists the version is fixed for good (`If-None-Match: *`), so two different models are
 never published under one version; a manifest key holding a valid object with another payload is
@@ -28,6 +28,7 @@ from torch import Tensor
 from subnet.compression.patch import encode_patch, state_digest
 from subnet.storage.base import ObjectStore
 from subnet.versions import layout
+from subnet.versions.delta import DeltaError, SparseDelta, apply_delta, decode_delta
 from subnet.versions.errors import PublishError, SyncError
 from subnet.versions.history import newest_committed, probe_manifest, read_hint
 from subnet.versions.manifest import ModelManifest, encode_manifest
@@ -85,11 +86,16 @@ class VersionPublisher:
         """A copy of the newest version's state (CPU tensors), e.g. to restart training from it."""
         return snapshot(self._head.state) if self._head else None
 
-    def publish(self, state: Mapping[str, Tensor], window: int) -> ModelManifest:
+    def publish(
+        self, state: Mapping[str, Tensor], window: int, delta: SparseDelta | None = None
+    ) -> ModelManifest:
         """Publish `state` as the next version, produced by the merge of `window`.
 
         The first version of a run is the initial model (publish it with `window=-1`). Publishing
         the latest version's state for its own window again returns its manifest unchanged.
+        `delta` (from `Resparsifier.reduce`) is published instead of a patch when it turns the
+        latest version into `state` bit for bit; one that does not is logged and replaced by a
+        patch, so a peer never gets a delta the holder did not check.
         """
         self.resume()
         state = snapshot(state)
@@ -104,7 +110,7 @@ class VersionPublisher:
                 raise PublishError(
                     "window_not_after_latest", f"window {window}, latest is {last.window}"
                 )
-        manifest = self._write(state, digest, window, previous)
+        manifest = self._write(state, digest, window, previous, delta)
         self._head = _Head(manifest, state)
         logger.info(
             "published model version {} (window {}, digest {}, checkpoint {})",
@@ -116,7 +122,12 @@ class VersionPublisher:
         return manifest
 
     def _write(
-        self, state: dict[str, Tensor], digest: str, window: int, previous: _Head | None
+        self,
+        state: dict[str, Tensor],
+        digest: str,
+        window: int,
+        previous: _Head | None,
+        delta: SparseDelta | None,
     ) -> ModelManifest:
         holder = self.signer.ss58_address
         version = 0 if previous is None else previous.manifest.version + 1
@@ -124,13 +135,19 @@ class VersionPublisher:
         checkpoint_version = (
             version if full or previous is None else previous.manifest.checkpoint_version
         )
+        if previous is None or (delta is not None and not _reproduces(previous, delta, digest)):
+            delta = None
         manifest = ModelManifest(  # validated before anything is written
             version=version,
             window=window,
             digest=digest,
             checkpoint_version=checkpoint_version,
             checkpoint_key=layout.checkpoint_key(self.run, holder, checkpoint_version, self.lane),
-            patch_key=layout.patch_key(self.run, holder, version, self.lane) if version else None,
+            patch_key=layout.patch_key(self.run, holder, version, self.lane)
+            if version and not delta
+            else None,
+            delta_key=layout.delta_key(self.run, holder, version, self.lane) if delta else None,
+            delta_codec=delta.codec if delta else None,
         )
         committed = probe_manifest(self.store, self.run, holder, version, self.lane)
         if committed is not None:
@@ -142,7 +159,11 @@ class VersionPublisher:
                 return committed
             # Committed with another model: never write under a committed version.
             raise PublishError("conflict", f"version {version} is already committed")
-        if previous is not None:
+        if delta is not None:
+            key = layout.delta_key(self.run, holder, version, self.lane)
+            expected = layout.expect_delta(self.run, holder, version, self.lane)
+            self._write_orphan(key, expected, delta.payload)
+        elif previous is not None:
             try:
                 patch = encode_patch(previous.state, state)
             except ValueError as exc:
@@ -232,3 +253,18 @@ class VersionPublisher:
         except SyncError as exc:
             raise PublishError(f"resume:{exc.reason}", exc.detail) from None
         return state
+
+
+def _reproduces(previous: _Head, delta: SparseDelta, digest: str) -> bool:
+    """Whether `delta` applied to the previous version gives the state hashing to `digest`."""
+    shapes = {name: tuple(t.shape) for name, t in previous.state.items()}
+    try:
+        rebuilt = apply_delta(previous.state, decode_delta(delta, shapes))
+    except DeltaError as exc:
+        logger.warning("the merge's delta does not decode ({}); publishing a patch", exc)
+        return False
+    if state_digest(rebuilt).hex() != digest:
+        logger.warning("the merge's delta does not rebuild the state against version {}; "
+                       "publishing a patch", previous.manifest.version)  # fmt: skip
+        return False
+    return True

@@ -2,8 +2,13 @@
 
 Two paths, both ending in the same check that the state hashes to the manifest's digest:
 
-- **patches**: a local state at version v applies the patches v+1 .. latest in order (cheap);
+- **patches**: a local state at version v applies the patches (or sparse deltas,
+  `subnet.versions.delta`) of v+1 .. latest in order (cheap);
 - **checkpoint**: load the full checkpoint named by the manifest and apply patches from there.
+
+Why the patch path was left (`last_fallback.reason`): `missing_version` (a patch, delta or
+manifest is gone), `digest_mismatch` (a delta rebuilt other bits than the holder's: another
+machine's arithmetic, or a bug), `delta:<codec reason>` or `patch:<reason>` (a bad object).
 
 The patch path is tried when a local state is given and it is at most `max_patches` versions
 behind. If it meets bad or missing data (a tampered patch, a local state that does not match), the
@@ -22,15 +27,19 @@ from typing import Literal
 from loguru import logger
 from torch import Tensor
 
+from subnet.compression import CompressionConfig
 from subnet.compression.patch import PatchError, apply_patch, state_digest
 from subnet.storage.base import ObjectStore
 from subnet.storage.readers import ReaderPool
 from subnet.versions import layout
+from subnet.versions.delta import DeltaError, SparseDelta, apply_delta, decode_delta
 from subnet.versions.errors import SyncError
 from subnet.versions.history import newest_committed, probe_manifest, read_hint
 from subnet.versions.manifest import ModelManifest, read_manifest
 from subnet.versions.objects import fetch_verified
 from subnet.wire import PayloadSpec
+
+_MANIFEST_CACHE = 64  # earlier manifests kept (a few hundred bytes each)
 
 SyncPath = Literal["current", "patches", "checkpoint"]
 
@@ -77,6 +86,7 @@ class ModelSync:
         self._seen: ModelManifest | None = None  # the manifest of `highest_seen`
         self.last_path: SyncPath | None = None  # how the last `sync` got there, for metrics
         self.last_fallback: SyncError | None = None  # why the last `sync` left the patch path
+        self._manifests: dict[int, ModelManifest] = {}  # verified write-once manifests (immutable)
 
     def latest(self) -> ModelManifest:
         """The holder's newest committed manifest, verified, never older than one already seen.
@@ -158,7 +168,7 @@ class ModelSync:
                     raise
                 logger.warning("checkpoint {} unusable ({}); trying an older one", base, exc)
                 # The manifest just before a checkpoint names the previous checkpoint.
-                before = read_manifest(self._store(), self.run, self.holder, base - 1, self.lane)
+                before = self._manifest(base - 1)
                 base = before.checkpoint_version
                 continue
             return self._forward(state, base, latest)
@@ -177,23 +187,17 @@ class ModelSync:
     def _forward(
         self, state: dict[str, Tensor], version: int, latest: ModelManifest
     ) -> dict[str, Tensor]:
-        """Apply patches version+1 .. latest, then check the digest."""
+        """Apply the patch or delta of each version version+1 .. latest, then check the digest.
+
+        Each version's write-once manifest says which of the two it has (one small read per
+        version before the latest, whose manifest the caller has verified).
+        """
         for v in range(version + 1, latest.version + 1):
-            patch = fetch_verified(
-                self._store(),
-                layout.patch_key(self.run, self.holder, v, self.lane),
-                layout.expect_patch(self.run, self.holder, v, self.lane),
-                layout.PATCH_SPEC,
-                max_bytes=self.max_bytes,
-            )
-            try:
-                state = apply_patch(state, patch.tensors)
-            except PatchError as exc:
-                raise SyncError(f"patch:{exc.reason}", f"version {v}: {exc}") from None
-            except (zlib.error, ValueError, TypeError, IndexError, RuntimeError) as exc:
-                # A signed patch whose stream is corrupt (the holder's bug or a bad disk): the
-                # caller falls back to the checkpoint path instead of failing the window.
-                raise SyncError("patch:corrupt", f"version {v}: {exc}") from None
+            manifest = latest if v == latest.version else self._manifest(v)
+            if manifest.delta_codec is not None:
+                state = self._apply_delta(state, v, manifest.delta_codec)
+            else:
+                state = self._apply_patch(state, v)
         digest = state_digest(state).hex()
         if digest != latest.digest:
             raise SyncError(
@@ -202,6 +206,50 @@ class ModelSync:
                 f"{latest.digest[:12]} (from version {version})",
             )
         return state
+
+    def _manifest(self, version: int) -> ModelManifest:
+        """The write-once manifest of an earlier version (absent: `missing_version`), read once:
+        a committed manifest never changes."""
+        if version not in self._manifests:
+            if len(self._manifests) >= _MANIFEST_CACHE:
+                self._manifests.pop(min(self._manifests))
+            self._manifests[version] = read_manifest(
+                self._store(), self.run, self.holder, version, self.lane
+            )
+        return self._manifests[version]
+
+    def _apply_patch(self, state: dict[str, Tensor], v: int) -> dict[str, Tensor]:
+        patch = fetch_verified(
+            self._store(),
+            layout.patch_key(self.run, self.holder, v, self.lane),
+            layout.expect_patch(self.run, self.holder, v, self.lane),
+            layout.PATCH_SPEC,
+            max_bytes=self.max_bytes,
+        )
+        try:
+            return apply_patch(state, patch.tensors)
+        except PatchError as exc:
+            raise SyncError(f"patch:{exc.reason}", f"version {v}: {exc}") from None
+        except (zlib.error, ValueError, TypeError, IndexError, RuntimeError) as exc:
+            # A signed patch whose stream is corrupt (the holder's bug or a bad disk): the
+            # caller falls back to the checkpoint path instead of failing the window.
+            raise SyncError("patch:corrupt", f"version {v}: {exc}") from None
+
+    def _apply_delta(
+        self, state: dict[str, Tensor], v: int, codec: CompressionConfig
+    ) -> dict[str, Tensor]:
+        envelope = fetch_verified(
+            self._store(),
+            layout.delta_key(self.run, self.holder, v, self.lane),
+            layout.expect_delta(self.run, self.holder, v, self.lane),
+            None,  # the codec checks every stream below, before anything is decoded
+            max_bytes=self.max_bytes,
+        )
+        shapes = {name: tuple(t.shape) for name, t in state.items()}
+        try:
+            return apply_delta(state, decode_delta(SparseDelta(codec, envelope.tensors), shapes))
+        except DeltaError as exc:
+            raise SyncError(f"delta:{exc.reason}", f"version {v}: {exc}") from None
 
     def _store(self) -> ObjectStore:
         if isinstance(self._source, ReaderPool):

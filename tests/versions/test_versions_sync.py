@@ -59,6 +59,7 @@ def test_fresh_syncer_applies_patches_after_the_checkpoint(
         layout.pointer_key(RUN, who),
         layout.manifest_key(RUN, who, 6),
         layout.checkpoint_key(RUN, who, 3),
+        layout.manifest_key(RUN, who, 4),  # patch or delta? each version's manifest says
         layout.patch_key(RUN, who, 4),
         layout.patch_key(RUN, who, 5),
     ]
@@ -76,6 +77,7 @@ def test_syncer_behind_applies_only_the_missing_patches(
     assert store.gets == [
         layout.pointer_key(RUN, who),
         layout.manifest_key(RUN, who, 7),
+        layout.manifest_key(RUN, who, 5),
         layout.patch_key(RUN, who, 5),
         layout.patch_key(RUN, who, 6),
     ]
@@ -159,9 +161,10 @@ def test_tampered_checkpoint_walks_back_to_the_previous_one(
     store = CountingStore(published)
     state, _ = _syncer(store, holder).sync(None, None)
     _assert_exact(state, history[6])
-    assert store.gets[-5:] == [
-        layout.manifest_key(RUN, who, 5),
+    assert store.gets[-6:] == [
+        layout.manifest_key(RUN, who, 5),  # read once: when walking back, and for patch 5
         layout.checkpoint_key(RUN, who, 3),
+        layout.manifest_key(RUN, who, 4),
         layout.patch_key(RUN, who, 4),
         layout.patch_key(RUN, who, 5),
         layout.patch_key(RUN, who, 6),

@@ -1,0 +1,168 @@
+"""Bytes each peer downloads per round for the new model version, against what it uploads.
+
+Two holders publish the same rounds of ``hypertrain-20m`` through the real ``VersionPublisher``,
+one as lossless XOR patches of the fp32 weights (``--protocol.broadcast patch``) and one as the
+re-sparsified merged step (``sparse``, ``subnet.versions.delta``). A follower peer of each syncs
+every round through ``ModelSync`` over a ``CountingStore``: the figures are the bodies of the
+objects it GETs (the latest pointer, the delta or patch, and any manifest it reads), signed
+envelopes as they cross the network. Every round the sparse peer's weights digest must equal the
+holder's, bit for bit.
+
+Each round merges ``--uploads`` synthetic signed uploads (a shared direction plus independent
+noise per miner, as ``bench.py scale`` makes them; their supports overlap partly), the default
+aggregation and outer step (plain SGD, lr 2). The upload is the mean signed envelope a miner
+PUTs. A validator additionally downloads every upload it scores; that is reported apart.
+
+``--loss`` instead trains a small model with and without the re-sparsified broadcast and reports
+the held-out loss of both (``benchmarks.broadcast_loss``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import torch
+from bittensor.sp_core import Keypair
+
+from benchmarks.broadcast_loss import run_loss
+from benchmarks.common import DEFAULT_DATA, environment, setup
+from subnet.compression import CompressionConfig, build_compressor, state_digest
+from subnet.config import ProtocolConfig
+from subnet.model import build_model
+from subnet.storage import MemoryStore
+from subnet.storage.counting import ByteMeter, CountingStore
+from subnet.storage.keys import ObjectKind
+from subnet.training import build_outer_optimizer, snapshot
+from subnet.training.streaming import merge_payloads
+from subnet.versions import ModelSync, VersionPublisher
+from subnet.versions.delta import Resparsifier
+from subnet.wire import encode_envelope
+
+RUN = "beam-bench"
+HOLDER = Keypair.create_from_seed(bytes(range(32)))
+MINER = Keypair.create_from_seed(bytes(range(1, 33)))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``bench.py broadcast``."""
+    parser.add_argument("--preset", default=None, help="hypertrain-20m (bytes), tiny (--loss)")
+    parser.add_argument("--uploads", type=int, default=16, help="uploads merged per round")
+    parser.add_argument("--rounds", type=int, default=None, help="versions after v0 (3; --loss 20)")
+    parser.add_argument("--checkpoint-every", type=int, default=5, help="K (protocol default)")
+    loss = parser.add_argument_group("--loss: held-out loss with and without re-sparsifying")
+    loss.add_argument("--loss", action="store_true", help="train instead of counting bytes")
+    loss.add_argument("--data", type=Path, default=DEFAULT_DATA, help="dataset (built if missing)")
+    loss.add_argument("--workers", type=int, default=4, help="R simulated workers")
+    loss.add_argument("--inner-steps", type=int, default=5, help="H")
+    loss.add_argument("--seq-len", type=int, default=64)
+    loss.add_argument("--micro-batch", type=int, default=8, help="sequences per worker step")
+    loss.add_argument("--lr", type=float, default=2e-3, help="inner AdamW learning rate")
+    loss.add_argument("--eval-batches", type=int, default=64)
+
+
+def _uploads(model: torch.nn.Module, count: int, round_: int, cfg: CompressionConfig) -> list:
+    """``count`` signed synthetic uploads of one round: ``(envelope bytes, payload)`` each."""
+    compressor = build_compressor(cfg)
+    gen = torch.Generator().manual_seed(1000 * round_)
+    shared = {k: torch.randn(v.shape, generator=gen) * 1e-3 for k, v in model.named_parameters()}
+    out = []
+    for i in range(count):
+        noise = torch.Generator().manual_seed(1000 * round_ + 1 + i)
+        grad = {k: v + torch.randn(v.shape, generator=noise) * 1e-3 for k, v in shared.items()}
+        payload = compressor.encode(grad)
+        blob = encode_envelope(signer=MINER, run=RUN, kind=ObjectKind.GRADIENT, window=round_,
+                               tensors=payload, base_version=round_)  # fmt: skip
+        out.append((len(blob), payload))
+    return out
+
+
+class _Lane:
+    """One holder publishing one way, and a follower peer counting what it downloads."""
+
+    def __init__(self, sparse: bool, every: int, cfg: CompressionConfig) -> None:
+        self.meter = ByteMeter()
+        inner = MemoryStore()
+        self.publisher = VersionPublisher(inner, HOLDER, RUN, checkpoint_every=every)
+        self.peer = ModelSync(CountingStore(inner, self.meter), HOLDER.ss58_address, RUN,
+                              max_bytes=1 << 30)  # fmt: skip
+        self.spars = Resparsifier(cfg) if sparse else None
+        self.state: dict | None = None
+        self.version: int | None = None
+        self.rows: list[dict] = []
+
+    def publish(self, base: dict, target: dict, window: int) -> dict:
+        """Publish ``target`` (re-sparsified from ``base`` when sparse); return the new state."""
+        delta = None
+        if self.spars is not None:
+            target, delta = self.spars.reduce(base, target)
+        self.publisher.publish(target, window, delta)
+        return target
+
+    def follow(self) -> None:
+        """The peer syncs; record its bytes and time, and check its digest is the holder's."""
+        self.meter.take()
+        start = time.perf_counter()
+        self.state, manifest = self.peer.sync(self.state, self.version)
+        seconds = time.perf_counter() - start
+        self.version = manifest.version
+        exact = state_digest(self.state) == state_digest(self.publisher.latest_state)
+        self.rows.append({"version": manifest.version, "path": self.peer.last_path,
+                          "bytes_down": self.meter.take()["bytes_down"],
+                          "sync_seconds": round(seconds, 2), "bit_exact": exact})  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Publish ``--rounds`` versions both ways (or, with ``--loss``, train); the JSON record."""
+    if args.loss:
+        args.preset, args.rounds = args.preset or "tiny", args.rounds or 20
+        return run_loss(args)
+    args.preset, args.rounds = args.preset or "hypertrain-20m", args.rounds or 3
+    setup(args.threads)
+    p = ProtocolConfig()
+    cfg = p.compression
+    compressor = build_compressor(cfg)
+    model = build_model(args.preset, seed=0)
+    params = snapshot(model)
+    shapes = {k: tuple(v.shape) for k, v in params.items()}
+    lanes = {"patch": _Lane(False, args.checkpoint_every, cfg),
+             "sparse": _Lane(True, args.checkpoint_every, cfg)}  # fmt: skip
+    states = {name: dict(params) for name in lanes}
+    outers = {name: build_outer_optimizer(p.outer) for name in lanes}
+    for lane in lanes.values():
+        lane.publisher.publish(params, -1)
+        lane.follow()  # a joiner: checkpoint 0
+    ups = []
+    for r in range(args.rounds):
+        uploads = _uploads(model, args.uploads, r, cfg)
+        ups += [n for n, _ in uploads]
+        merged = merge_payloads(compressor, [pl for _, pl in uploads], shapes,
+                                [1.0] * len(uploads), p.aggregation)  # fmt: skip
+        for name, lane in lanes.items():
+            base = states[name]
+            target = {k: v.clone() for k, v in base.items()}
+            outers[name].step(target, merged)
+            states[name] = lane.publish(base, target, r)
+            lane.follow()
+    upload = round(sum(ups) / len(ups))
+    record = {"benchmark": "broadcast", "preset": args.preset,
+              "params": sum(t.numel() for t in params.values()), "uploads_per_round": args.uploads,
+              "rounds": args.rounds, "checkpoint_every": args.checkpoint_every,
+              "upload_bytes_per_miner_per_round": upload}  # fmt: skip
+    for name, lane in lanes.items():
+        rounds = lane.rows[1:]  # after joining
+        down = round(sum(row["bytes_down"] for row in rounds) / len(rounds))
+        record[name] = {
+            "download_bytes_per_peer_per_round": down,
+            "download_over_upload": round(down / upload, 3),
+            "joiner_checkpoint_bytes": lane.rows[0]["bytes_down"],
+            "all_bit_exact": all(row["bit_exact"] for row in lane.rows),
+            "rounds": rounds,
+        }
+    record["validator_download_per_round"] = {
+        name: args.uploads * upload + record[name]["download_bytes_per_peer_per_round"]
+        for name in lanes
+    }
+    record["env"] = environment(args.device)
+    return record

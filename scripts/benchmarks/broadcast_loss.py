@@ -1,0 +1,86 @@
+"""What re-sparsifying the broadcast costs in loss: the same training with and without it.
+
+``bench.py broadcast --loss`` trains ``--preset`` (``tiny`` by default) with R simulated workers
+exactly as ``bench.py convergence`` runs SparseLoCo (the same token streams, H AdamW steps per
+round, ``sparseloco-rice`` uploads with the senders' error feedback, mean, outer SGD lr 2), twice:
+``exact`` applies the merged step as is (what the lossless patch broadcast publishes), ``sparse``
+publishes the step re-sparsified to one upload's budget with the holder's error feedback
+(``subnet.versions.delta.Resparsifier``), and the next round starts from that. The held-out loss
+after every round, and the signed envelope each peer downloads per round (patch vs delta), are
+reported for both.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from benchmarks.common import ensure_dataset, envelope_bytes, environment, setup
+from benchmarks.convergence import METHODS, _streams
+from subnet.compression import ErrorFeedback, build_compressor, encode_patch
+from subnet.data import TokenDataset
+from subnet.model import build_model, evaluate_loss
+from subnet.storage.keys import ObjectKind
+from subnet.training import (
+    InnerConfig,
+    aggregate,
+    build_inner_optimizer,
+    build_outer_optimizer,
+    load_parameters,
+    pseudo_gradient,
+    snapshot,
+    train_inner,
+)
+from subnet.versions.delta import Resparsifier
+
+
+def _train(args: argparse.Namespace, ds: TokenDataset, streams: list, sparse: bool) -> dict:
+    comp_cfg, outer_cfg, agg_cfg = METHODS["sparseloco"]
+    compressor = build_compressor(comp_cfg)
+    inner = InnerConfig(lr=args.lr, steps=args.inner_steps, micro_batch=args.micro_batch)
+    model = build_model(args.preset, vocab_size=ds.vocab_size, seed=0)
+    workers = [build_model(args.preset, vocab_size=ds.vocab_size, seed=0) for _ in streams]
+    optimizers = [build_inner_optimizer(w, inner) for w in workers]
+    feedback = [ErrorFeedback(comp_cfg.ef_decay) for _ in streams]
+    outer = build_outer_optimizer(outer_cfg)
+    spars = Resparsifier(comp_cfg) if sparse else None
+    heldout = list(ds.heldout_batches(args.micro_batch, args.eval_batches))
+    losses, down, up = [], 0, 0
+    for rnd in range(args.rounds):
+        start = snapshot(model)
+        decoded = []
+        for worker, opt, ef, stream in zip(workers, optimizers, feedback, streams, strict=True):
+            load_parameters(worker, start)
+            batches = stream[rnd * args.inner_steps : (rnd + 1) * args.inner_steps]
+            train_inner(worker, batches, inner, optimizer=opt)
+            payload, update = ef.compress(compressor, pseudo_gradient(start, worker))
+            up += envelope_bytes(payload)
+            decoded.append(update)
+        target = {k: v.clone() for k, v in start.items()}
+        outer.step(target, aggregate(decoded, None, agg_cfg))
+        if spars is None:
+            down += envelope_bytes(encode_patch(start, target), ObjectKind.MODEL_PATCH)
+        else:
+            target, delta = spars.reduce(start, target)
+            down += envelope_bytes(delta.payload, ObjectKind.MODEL_DELTA)
+        load_parameters(model, target)
+        losses.append(round(evaluate_loss(model, heldout), 4))
+    return {"heldout_loss": losses, "final_loss": losses[-1],
+            "upload_bytes_per_worker_per_round": round(up / len(streams) / args.rounds),
+            "download_bytes_per_peer_per_round": round(down / args.rounds)}  # fmt: skip
+
+
+def run_loss(args: argparse.Namespace) -> dict:
+    """Train with and without the re-sparsified broadcast; return the JSON record."""
+    setup(args.threads)
+    torch.manual_seed(0)
+    ds = TokenDataset.from_folder(ensure_dataset(args.data), seq_len=args.seq_len)
+    streams = _streams(ds, args)
+    runs = {name: _train(args, ds, streams, sparse) for name, sparse in
+            (("exact", False), ("sparse", True))}  # fmt: skip
+    exact, sparse = runs["exact"]["final_loss"], runs["sparse"]["final_loss"]
+    return {"benchmark": "broadcast-loss", "preset": args.preset, "workers": args.workers,
+            "inner_steps": args.inner_steps, "rounds": args.rounds, **runs,
+            "sparse_loss_over_exact": round(sparse / exact, 4),
+            "env": environment("cpu")}  # fmt: skip

@@ -1,0 +1,73 @@
+"""The holder's sparse broadcast in the one loop: a merged window goes out as a delta that a miner
+rebuilds bit for bit, and a holder that crashed before publishing sends the same delta after its
+restart (its pending delta and error feedback are part of its saved state)."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+import subnet.neuron.validator as validator_module
+from subnet.clock import ManualClock
+from subnet.compression import state_digest
+from subnet.data import random_sample_ids
+from subnet.neuron.holder import ModelHolder
+from subnet.neuron.miner import Miner
+from subnet.neuron.validator import Validator
+from subnet.training import snapshot
+from subnet.versions import VersionPublisher
+
+
+def run_at(neuron, *ticks: int) -> int:
+    neuron.rt.clock = ManualClock(list(ticks))
+    return neuron.run(max_windows=1)
+
+
+def _uploads_and_scores(world, monkeypatch: pytest.MonkeyPatch) -> ModelHolder:
+    monkeypatch.setattr(validator_module, "random_sample_ids",
+                        functools.partial(random_sample_ids, seed=0))  # fmt: skip
+    holder = ModelHolder(world.runtimes["holder"])
+    assert holder.try_setup() and holder.version == 0
+    for name in ("m1", "m2"):
+        assert run_at(Miner(world.runtimes[name]), 0) == 1
+    assert run_at(Validator(world.runtimes["v1"]), 4) == 1
+    return holder
+
+
+def test_a_merged_window_goes_out_as_a_delta_a_miner_rebuilds(world, monkeypatch) -> None:
+    holder = _uploads_and_scores(world, monkeypatch)
+    assert holder.broadcast is not None  # sparseloco-rice: the sparse broadcast by default
+    assert run_at(holder, 6) == 1
+    manifest = holder.publisher.latest
+    assert manifest.version == 1 and manifest.delta_key and manifest.patch_key is None
+    assert world.stores["holder"].head(manifest.delta_key)
+    assert state_digest(snapshot(holder.model)).hex() == manifest.digest
+    miner = Miner(world.runtimes["m1"])
+    run_at(miner, 10)
+    assert miner.replica.version == 1 and miner.replica.syncer.last_fallback is None
+    assert state_digest(miner.replica.state).hex() == manifest.digest
+
+
+def test_a_crash_before_publishing_sends_the_same_delta_after_restart(world, monkeypatch) -> None:
+    holder = _uploads_and_scores(world, monkeypatch)
+    real = VersionPublisher.publish
+
+    def crash(self, state, window, delta=None):
+        raise KeyboardInterrupt("the holder dies after its merge was saved")
+
+    monkeypatch.setattr(VersionPublisher, "publish", crash)
+    with pytest.raises(KeyboardInterrupt):
+        run_at(holder, 6)
+    merged = state_digest(snapshot(holder.model)).hex()
+    assert holder.unpublished == 0 and holder.pending_delta is not None
+    monkeypatch.setattr(VersionPublisher, "publish", real)
+
+    restarted = ModelHolder(world.runtimes["holder"])
+    assert restarted.try_setup()
+    assert restarted.unpublished == 0 and restarted.pending_delta is not None
+    assert restarted.broadcast.state_dict().keys() == holder.broadcast.state_dict().keys()
+    restarted._publish_pending(None)
+    manifest = restarted.publisher.latest
+    assert manifest.version == 1 and manifest.delta_key is not None
+    assert manifest.digest == merged
