@@ -35,9 +35,23 @@ def _uploads_and_scores(world, monkeypatch: pytest.MonkeyPatch) -> ModelHolder:
     return holder
 
 
+@pytest.fixture
+def world(world_with):
+    """The subnet with the sparse broadcast on (the default is the lossless patch)."""
+    return world_with(None, broadcast="sparse")
+
+
+def test_the_default_broadcast_is_the_lossless_patch(world_with, monkeypatch) -> None:
+    holder = _uploads_and_scores(world_with(None), monkeypatch)
+    assert holder.broadcast is None
+    assert run_at(holder, 6) == 1
+    manifest = holder.publisher.latest
+    assert manifest.version == 1 and manifest.patch_key and manifest.delta_key is None
+
+
 def test_a_merged_window_goes_out_as_a_delta_a_miner_rebuilds(world, monkeypatch) -> None:
     holder = _uploads_and_scores(world, monkeypatch)
-    assert holder.broadcast is not None  # sparseloco-rice: the sparse broadcast by default
+    assert holder.broadcast is not None  # sparseloco-rice with --protocol.broadcast sparse
     assert run_at(holder, 6) == 1
     manifest = holder.publisher.latest
     assert manifest.version == 1 and manifest.delta_key and manifest.patch_key is None

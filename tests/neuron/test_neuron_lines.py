@@ -9,6 +9,7 @@ import torch
 from subnet.neuron.actions.sweep import point_of
 from subnet.neuron.lines import build_lines, step_inner
 from subnet.neuron.rules import lane_data_rule
+from subnet.storage.keys import PROTOCOL_VERSION
 from subnet.topology import Template
 
 SWEEP = Template(topology="@beam/sweep@1.0.0",
@@ -113,7 +114,7 @@ def test_a_bad_data_prefix_is_one_clear_error(world_with):
 
 
 def test_without_a_prefix_the_dataset_stays_where_the_subnet_keeps_it(world):
-    assert world.runtimes["holder"].data_prefix() == "beam/v2/datasets/tiny/"
+    assert world.runtimes["holder"].data_prefix() == f"beam/v{PROTOCOL_VERSION}/datasets/tiny/"
 
 
 # Step params no code reads, and why: the lane a train step reads already names its model.
