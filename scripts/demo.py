@@ -49,6 +49,10 @@ def main() -> int:
         "--window-blocks", type=int, default=None,
         help="blocks per window (default: calibrated from a measured inner step, at least 20)",
     )  # fmt: skip
+    parser.add_argument(
+        "--headroom", type=float, default=1.5,
+        help="calibrated window: phases' measured needs times this (more where the load varies)",
+    )  # fmt: skip
     parser.add_argument("--run-dir", default=None, help="default: runs/demo-<time>")
     parser.add_argument("--wandb", default="offline", choices=["offline", "online", "disabled"],
                         help="W&B mode of every neuron (offline runs land in the run folder)")  # fmt: skip
@@ -66,7 +70,7 @@ def main() -> int:
     if args.window_blocks:
         settings.window_blocks = args.window_blocks
     else:
-        cal = calibrated_window(settings)
+        cal = calibrated_window(settings, args.headroom)
         settings.window_blocks = cal.window_blocks
         settings.upload_deadline, settings.report_deadline = (
             cal.upload_deadline,
@@ -138,12 +142,12 @@ def main() -> int:
     return 0 if finished and not bad else 1
 
 
-def calibrated_window(settings: RunSettings) -> Calibration:
+def calibrated_window(settings: RunSettings, headroom: float = 1.5) -> Calibration:
     """The window and deadlines that fit this machine now (see subnet/localnet/calibrate.py)."""
     vocab = TokenDataset.from_folder(Path(settings.data_dir) / settings.dataset, 64).vocab_size
     step_s = measure_step_seconds(settings.preset, vocab, seq_len=64, micro_batch=8)
     cal = window_blocks_for(step_s, settings.inner_steps, settings.block_time, settings.miners,
-                            validators=settings.validators)  # fmt: skip
+                            validators=settings.validators, headroom=headroom)  # fmt: skip
     print(cal.describe(settings.block_time), flush=True)
     return cal
 

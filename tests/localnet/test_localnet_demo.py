@@ -17,15 +17,18 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_demo_runs_rounds_writes_the_run_page_and_stops_everything(tmp_path):
     run_dir = tmp_path / "run"
     proc = subprocess.run(
+        # --headroom 2.5: under make test's 2 workers, the other worker's load comes and goes
+        # after the demo calibrated (at 1.5 a calibration at a quiet moment left windows too
+        # short once the other worker's processes ran).
         [sys.executable, str(ROOT / "scripts" / "demo.py"), "--rounds", "2", "--wandb",
-         "disabled", "--run-dir", str(run_dir)],
+         "disabled", "--headroom", "2.5", "--run-dir", str(run_dir)],
         capture_output=True, text=True, timeout=1400, cwd=ROOT,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     out = proc.stdout
     match = re.search(r"held-out loss ([\d.]+) -> ([\d.]+)", out)
     assert match and float(match[2]) < float(match[1]), out
-    assert re.search(r"\(([\d,]+)x less\)", out), out
+    assert re.search(r"\(([\d,]+)x a miner's up \+ down\)", out), out  # DDP vs both ways
     assert "miner1" in out.split("weights on chain")[1]  # incentive shows on the metagraph
     assert f"run page: {run_dir / 'report.html'}" in out
     assert (run_dir / "report.html").stat().st_size > 5000

@@ -31,7 +31,7 @@ from topology_rooms import RoomRun, TopologyRoom  # noqa: I001 (tests/topologies
 from subnet.childproc import spawn, stop_all
 from subnet.room.local import KEYS, RoomSettings
 from subnet.storage.config import StorageConfig
-from subnet.storage.keys import ObjectKind, object_key
+from subnet.storage.keys import ObjectKind, latest_key, object_key
 from subnet.storage.local_server import MotoServer
 from subnet.storage.s3 import S3Store
 from subnet.topology import Template, load_spec
@@ -127,6 +127,8 @@ def run_rooms(root: Path, refs: list[str], data: Path) -> None:
                 uploads = None
             except AssertionError as error:
                 uploads = f"a merged contributor's upload is missing: {error}"
+            except Exception as error:  # noqa: BLE001 (one run's check must not stop the others')
+                uploads = f"the uploads check failed: {error!r}"
             results[ref] = {"codes": run.codes, "uploads": uploads,
                             "endpoint": server.endpoint_url, "bucket": room.address.bucket}  # fmt: skip
         (root / "results.json").write_text(json.dumps(results, indent=2))
@@ -186,13 +188,29 @@ def check_uploads(run: RoomRun) -> None:
     by_hotkey = {hk: n for n, hk in room.hotkeys.items()}
     for slot in {s for s in room.slots.values()}:
         for v in [v for v in run.events(slot, "version") if v["version"] > 0]:
-            for hotkey in v.get("contributors", {}):
-                store = S3Store.from_config(StorageConfig(
-                    bucket=room.bucket(by_hotkey[hotkey]), endpoint_url=room.server.endpoint_url,
-                    addressing_style="path"), KEYS)  # fmt: skip
-                keys = [object_key("topo", kind, v["window"], hotkey, lane=lane)
+            for contributor in v.get("contributors", {}):
+                if contributor not in by_hotkey:  # a sweep point's model (final merge)
+                    check_point_stream(run, slot, contributor)
+                    continue
+                store = _store(room, by_hotkey[contributor])
+                keys = [object_key("topo", kind, v["window"], contributor, lane=lane)
                         for lane, kind in lanes]  # fmt: skip
-                assert any(_exists(store, k) for k in keys), (hotkey, v["window"], lanes)
+                assert any(_exists(store, k) for k in keys), (contributor, v["window"], lanes)
+
+
+def check_point_stream(run: RoomRun, slot: str, stream: str) -> None:
+    """A final merge's contributor that is not a member is one of the slot's sweep points'
+    model streams (``model.pI``), whose latest signed manifest is in the slot's bucket."""
+    assert re.fullmatch(r"[a-z][a-z0-9_]*\.p\d+", stream), stream
+    pointers = [(name, latest_key("topo", ObjectKind.MODEL_MANIFEST, run.room.hotkeys[name],
+                                  lane=stream)) for name in run.names(slot)]  # fmt: skip
+    assert any(_exists(_store(run.room, name), key) for name, key in pointers), (slot, stream)
+
+
+def _store(room, name: str) -> S3Store:
+    return S3Store.from_config(StorageConfig(
+        bucket=room.bucket(name), endpoint_url=room.server.endpoint_url, addressing_style="path",
+    ), KEYS)  # fmt: skip
 
 
 def _exists(store, key: str) -> bool:
