@@ -17,7 +17,7 @@ import argparse
 import torch
 
 from benchmarks.common import ensure_dataset, envelope_bytes, environment, setup
-from benchmarks.convergence import METHODS, _streams
+from benchmarks.convergence import METHODS, _streams, worker_round
 from subnet.compression import ErrorFeedback, build_compressor, encode_patch
 from subnet.data import TokenDataset
 from subnet.model import build_model, evaluate_loss
@@ -28,9 +28,7 @@ from subnet.training import (
     build_inner_optimizer,
     build_outer_optimizer,
     load_parameters,
-    pseudo_gradient,
     snapshot,
-    train_inner,
 )
 from subnet.versions.delta import Resparsifier
 
@@ -49,14 +47,9 @@ def _train(args: argparse.Namespace, ds: TokenDataset, streams: list, sparse: bo
     losses, down, up = [], 0, 0
     for rnd in range(args.rounds):
         start = snapshot(model)
-        decoded = []
-        for worker, opt, ef, stream in zip(workers, optimizers, feedback, streams, strict=True):
-            load_parameters(worker, start)
-            batches = stream[rnd * args.inner_steps : (rnd + 1) * args.inner_steps]
-            train_inner(worker, batches, inner, optimizer=opt)
-            payload, update = ef.compress(compressor, pseudo_gradient(start, worker))
-            up += envelope_bytes(payload)
-            decoded.append(update)
+        decoded, sent = worker_round(workers, optimizers, feedback, streams, start, rnd, inner,
+                                     compressor)  # fmt: skip
+        up += sent
         target = {k: v.clone() for k, v in start.items()}
         outer.step(target, aggregate(decoded, None, agg_cfg))
         if spars is None:
@@ -76,7 +69,7 @@ def run_loss(args: argparse.Namespace) -> dict:
     setup(args.threads)
     torch.manual_seed(0)
     ds = TokenDataset.from_folder(ensure_dataset(args.data), seq_len=args.seq_len)
-    streams = _streams(ds, args)
+    streams = _streams(ds, list(range(ds.split_samples("train"))), 0, args)  # the whole train split
     runs = {name: _train(args, ds, streams, sparse) for name, sparse in
             (("exact", False), ("sparse", True))}  # fmt: skip
     exact, sparse = runs["exact"]["final_loss"], runs["sparse"]["final_loss"]

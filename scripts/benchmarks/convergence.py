@@ -135,6 +135,29 @@ def _ddp(model: torch.nn.Module, streams: list, inner: InnerConfig) -> tuple[int
     return ring, ring
 
 
+def worker_round(
+    workers: list,
+    optimizers: list,
+    feedback: list,
+    streams: list,
+    start: dict,
+    rnd: int,
+    inner: InnerConfig,
+    compressor,
+) -> tuple[list, int]:
+    """One round of every worker from ``start``: train round ``rnd``'s batches, compress with
+    its error feedback; return the decoded updates and the bytes uploaded (signed envelopes)."""
+    decoded, up = [], 0
+    for worker, opt, ef, stream in zip(workers, optimizers, feedback, streams, strict=True):
+        load_parameters(worker, start)
+        train_inner(worker, stream[rnd * inner.steps : (rnd + 1) * inner.steps], inner,
+                    optimizer=opt)  # fmt: skip
+        payload, update = ef.compress(compressor, pseudo_gradient(start, worker))
+        up += envelope_bytes(payload)
+        decoded.append(update)
+    return decoded, up
+
+
 def _local_sgd(
     model: torch.nn.Module,
     streams: list,
@@ -156,14 +179,9 @@ def _local_sgd(
     up = down = 0
     for rnd in range(args.rounds):
         start = snapshot(model)
-        decoded = []
-        for worker, opt, ef, stream in zip(workers, optimizers, feedback, streams, strict=True):
-            load_parameters(worker, start)
-            batches = stream[rnd * args.inner_steps : (rnd + 1) * args.inner_steps]
-            train_inner(worker, batches, inner, optimizer=opt)
-            payload, update = ef.compress(compressor, pseudo_gradient(start, worker))
-            up += envelope_bytes(payload)
-            decoded.append(update)
+        decoded, sent = worker_round(workers, optimizers, feedback, streams, start, rnd, inner,
+                                     compressor)  # fmt: skip
+        up += sent
         outer.step(params, aggregate(decoded, None, agg_cfg))
         down += envelope_bytes(encode_patch(start, snapshot(model)), ObjectKind.MODEL_PATCH)
     return round(up / len(streams)), down  # per worker; every worker downloads the same patch
