@@ -83,6 +83,12 @@ class ProtocolConfig(_Strict):
         description="how versions are published: lossless patch, or the re-sparsified step "
         "(sparse; auto = sparse for sparse codecs); sparse downloads ~1 upload, costs loss",
     )
+    broadcast_budget: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="the sparse broadcast keeps this many times the upload's top-k per chunk",
+    )
     max_upload_mb: float = Field(64.0, gt=0, description="largest object a peer downloads (MB)")
     window: WindowConfig = WindowConfig()
     inner: InnerConfig = InnerConfig()

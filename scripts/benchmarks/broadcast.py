@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 from bittensor.sp_core import Keypair
 
-from benchmarks.broadcast_loss import run_loss
+from benchmarks.broadcast_loss import budgets, lane_name, run_loss
 from benchmarks.common import DEFAULT_DATA, environment, setup
 from subnet.compression import CompressionConfig, build_compressor, state_digest
 from subnet.config import ProtocolConfig
@@ -51,6 +51,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--uploads", type=int, default=16, help="uploads merged per round")
     parser.add_argument("--rounds", type=int, default=None, help="versions after v0 (3; --loss 20)")
     parser.add_argument("--checkpoint-every", type=int, default=5, help="K (protocol default)")
+    parser.add_argument(
+        "--budget",
+        default="1",
+        help="sparse broadcast budgets to compare, "
+        "comma-separated multiples of the upload's top-k (--protocol.broadcast_budget)",
+    )
     loss = parser.add_argument_group("--loss: held-out loss with and without re-sparsifying")
     loss.add_argument("--loss", action="store_true", help="train instead of counting bytes")
     loss.add_argument("--data", type=Path, default=DEFAULT_DATA, help="dataset (built if missing)")
@@ -79,15 +85,16 @@ def _uploads(model: torch.nn.Module, count: int, round_: int, cfg: CompressionCo
 
 
 class _Lane:
-    """One holder publishing one way, and a follower peer counting what it downloads."""
+    """One holder publishing one way (patches for budget 0, else sparse deltas of that budget),
+    and a follower peer counting what it downloads."""
 
-    def __init__(self, sparse: bool, every: int, cfg: CompressionConfig) -> None:
+    def __init__(self, budget: int, every: int, cfg: CompressionConfig) -> None:
         self.meter = ByteMeter()
         inner = MemoryStore()
         self.publisher = VersionPublisher(inner, HOLDER, RUN, checkpoint_every=every)
         self.peer = ModelSync(CountingStore(inner, self.meter), HOLDER.ss58_address, RUN,
                               max_bytes=1 << 30)  # fmt: skip
-        self.spars = Resparsifier(cfg) if sparse else None
+        self.spars = Resparsifier(cfg, budget) if budget else None
         self.state: dict | None = None
         self.version: int | None = None
         self.rows: list[dict] = []
@@ -126,8 +133,8 @@ def run(args: argparse.Namespace) -> dict:
     model = build_model(args.preset, seed=0)
     params = snapshot(model)
     shapes = {k: tuple(v.shape) for k, v in params.items()}
-    lanes = {"patch": _Lane(False, args.checkpoint_every, cfg),
-             "sparse": _Lane(True, args.checkpoint_every, cfg)}  # fmt: skip
+    lanes = {"patch": _Lane(0, args.checkpoint_every, cfg)}
+    lanes |= {lane_name(b): _Lane(b, args.checkpoint_every, cfg) for b in budgets(args)}
     states = {name: dict(params) for name in lanes}
     outers = {name: build_outer_optimizer(p.outer) for name in lanes}
     for lane in lanes.values():

@@ -2,12 +2,13 @@
 
 ``bench.py broadcast --loss`` trains ``--preset`` (``tiny`` by default) with R simulated workers
 exactly as ``bench.py convergence`` runs SparseLoCo (the same token streams, H AdamW steps per
-round, ``sparseloco-rice`` uploads with the senders' error feedback, mean, outer SGD lr 2), twice:
-``exact`` applies the merged step as is (what the lossless patch broadcast publishes), ``sparse``
-publishes the step re-sparsified to one upload's budget with the holder's error feedback
+round, ``sparseloco-rice`` uploads with the senders' error feedback, mean, outer SGD lr 2), once
+per way of publishing: ``exact`` applies the merged step as is (what the lossless patch broadcast
+publishes), and for each ``--budget`` b, ``sparse`` (b = 1) or ``sparse_xb`` publishes the step
+re-sparsified to b times one upload's top-k with the holder's error feedback
 (``subnet.versions.delta.Resparsifier``), and the next round starts from that. The held-out loss
 after every round, and the signed envelope each peer downloads per round (patch vs delta), are
-reported for both.
+reported for each.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from subnet.training import (
 from subnet.versions.delta import Resparsifier
 
 
-def _train(args: argparse.Namespace, ds: TokenDataset, streams: list, sparse: bool) -> dict:
+def _train(args: argparse.Namespace, ds: TokenDataset, streams: list, budget: int) -> dict:
     comp_cfg, outer_cfg, agg_cfg = METHODS["sparseloco"]
     compressor = build_compressor(comp_cfg)
     inner = InnerConfig(lr=args.lr, steps=args.inner_steps, micro_batch=args.micro_batch)
@@ -42,7 +43,7 @@ def _train(args: argparse.Namespace, ds: TokenDataset, streams: list, sparse: bo
     optimizers = [build_inner_optimizer(w, inner) for w in workers]
     feedback = [ErrorFeedback(comp_cfg.ef_decay) for _ in streams]
     outer = build_outer_optimizer(outer_cfg)
-    spars = Resparsifier(comp_cfg) if sparse else None
+    spars = Resparsifier(comp_cfg, budget) if budget else None
     heldout = list(ds.heldout_batches(args.micro_batch, args.eval_batches))
     losses, down, up = [], 0, 0
     for rnd in range(args.rounds):
@@ -64,16 +65,27 @@ def _train(args: argparse.Namespace, ds: TokenDataset, streams: list, sparse: bo
             "download_bytes_per_peer_per_round": round(down / args.rounds)}  # fmt: skip
 
 
+def budgets(args: argparse.Namespace) -> list[int]:
+    """The ``--budget`` list (multiples of the upload's top-k)."""
+    return [int(b) for b in str(getattr(args, "budget", "1")).split(",") if b.strip()]
+
+
+def lane_name(budget: int) -> str:
+    """``sparse`` for one upload's budget (the record's old key), ``sparse_x4`` for 4 times."""
+    return "sparse" if budget == 1 else f"sparse_x{budget}"
+
+
 def run_loss(args: argparse.Namespace) -> dict:
     """Train with and without the re-sparsified broadcast; return the JSON record."""
     setup(args.threads)
     torch.manual_seed(0)
     ds = TokenDataset.from_folder(ensure_dataset(args.data), seq_len=args.seq_len)
     streams = _streams(ds, list(range(ds.split_samples("train"))), 0, args)  # the whole train split
-    runs = {name: _train(args, ds, streams, sparse) for name, sparse in
-            (("exact", False), ("sparse", True))}  # fmt: skip
-    exact, sparse = runs["exact"]["final_loss"], runs["sparse"]["final_loss"]
+    runs = {"exact": _train(args, ds, streams, 0)}
+    runs |= {lane_name(b): _train(args, ds, streams, b) for b in budgets(args)}
+    exact = runs["exact"]["final_loss"]
+    ratios = {f"{name}_loss_over_exact": round(run["final_loss"] / exact, 4)
+              for name, run in runs.items() if name != "exact"}  # fmt: skip
     return {"benchmark": "broadcast-loss", "preset": args.preset, "workers": args.workers,
-            "inner_steps": args.inner_steps, "rounds": args.rounds, **runs,
-            "sparse_loss_over_exact": round(sparse / exact, 4),
+            "inner_steps": args.inner_steps, "rounds": args.rounds, **runs, **ratios,
             "env": environment("cpu")}  # fmt: skip

@@ -146,7 +146,7 @@ class ModelHolder(BaseNeuron):
             sparse = uses_sparse_broadcast(p.broadcast, p.compression)
         except ValueError as exc:
             raise ConfigError(f"--protocol.broadcast: {exc}") from None
-        self.broadcast = Resparsifier(p.compression) if sparse else None
+        self.broadcast = Resparsifier(p.compression, p.broadcast_budget) if sparse else None
         self.publisher = VersionPublisher(rt.store, rt.signer, p.run,
                                           checkpoint_every=p.checkpoint_every,
                                           max_bytes=max(rt.max_bytes, checkpoint_bytes(self.model)),

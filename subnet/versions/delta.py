@@ -35,6 +35,18 @@ from subnet.compression.base import Payload, PayloadError
 SPARSE_CODECS = frozenset({"sparseloco", "sparseloco-rice"})
 
 
+def delta_codec(codec: CompressionConfig, budget: int) -> CompressionConfig:
+    """The codec of the published deltas: the upload codec keeping `budget` times its top-k.
+
+    A merge of R uploads touches up to R times one upload's support; keeping only one upload's
+    budget per version defers most of it to later versions through the holder's error feedback
+    (and costs loss), keeping R times keeps nearly all of it. Capped at a whole chunk.
+    """
+    if budget < 1:
+        raise ValueError(f"the broadcast budget must be >= 1, not {budget}")
+    return codec.model_copy(update={"topk": min(codec.chunk * codec.chunk, codec.topk * budget)})
+
+
 def uses_sparse_broadcast(mode: str, codec: CompressionConfig) -> bool:
     """Whether versions go out as sparse deltas: `sparse`, or `auto` with a sparse upload codec.
 
@@ -91,17 +103,17 @@ def decode_delta(delta: SparseDelta, shapes: Mapping[str, tuple[int, ...]]) -> d
 
 
 class Resparsifier:
-    """The holder's side: each merged step re-sparsified to one upload's budget.
+    """The holder's side: each merged step re-sparsified to `budget` times one upload's top-k.
 
     Keeps the holder's error feedback (what earlier deltas left out); it must be saved and
     restored with the holder's model, or the left-out part of past steps is lost.
     """
 
-    def __init__(self, codec: CompressionConfig) -> None:
+    def __init__(self, codec: CompressionConfig, budget: int = 1) -> None:
         if codec.name not in SPARSE_CODECS:
             raise ValueError(f"the sparse broadcast needs a sparse codec, not {codec.name}")
-        self.codec = codec
-        self.compressor = build_compressor(codec)
+        self.codec = delta_codec(codec, budget)
+        self.compressor = build_compressor(self.codec)
         self.feedback = ErrorFeedback(decay=1.0)
 
     def reduce(

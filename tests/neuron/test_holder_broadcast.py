@@ -63,6 +63,24 @@ def test_a_merged_window_goes_out_as_a_delta_a_miner_rebuilds(world, monkeypatch
     assert state_digest(miner.replica.state).hex() == manifest.digest
 
 
+def test_the_broadcast_budget_sets_the_deltas_top_k_and_miners_follow_it(
+    world_with, monkeypatch
+) -> None:
+    """`--protocol.broadcast_budget 4`: the manifest names a codec keeping 4x the upload's top-k,
+    and a miner rebuilds the version from the delta with it, bit for bit."""
+    world = world_with(None, broadcast="sparse", broadcast_budget=4)
+    holder = _uploads_and_scores(world, monkeypatch)
+    upload_topk = world.runtimes["holder"].cfg.protocol.compression.topk
+    assert holder.broadcast.codec.topk == 4 * upload_topk
+    assert run_at(holder, 6) == 1
+    manifest = holder.publisher.latest
+    assert manifest.delta_key and manifest.delta_codec.topk == 4 * upload_topk
+    miner = Miner(world.runtimes["m1"])
+    run_at(miner, 10)
+    assert miner.replica.version == 1 and miner.replica.syncer.last_fallback is None
+    assert state_digest(miner.replica.state).hex() == manifest.digest
+
+
 def test_a_crash_before_publishing_sends_the_same_delta_after_restart(world, monkeypatch) -> None:
     holder = _uploads_and_scores(world, monkeypatch)
     real = VersionPublisher.publish

@@ -15,6 +15,7 @@ from torch import Tensor
 from versions_support import CountingStore
 
 from subnet.compression import CompressionConfig, build_compressor, payload_nbytes, state_digest
+from subnet.compression.chunking import ChunkLayout
 from subnet.model import build_model
 from subnet.storage import MemoryStore, ObjectStore
 from subnet.storage.config import StorageConfig
@@ -23,7 +24,13 @@ from subnet.storage.local_server import MotoServer
 from subnet.storage.s3 import S3Store
 from subnet.versions import ModelManifest, ModelSync, VersionPublisher, layout, model_state
 from subnet.versions import delta as delta_module
-from subnet.versions.delta import Resparsifier, SparseDelta, apply_delta, uses_sparse_broadcast
+from subnet.versions.delta import (
+    Resparsifier,
+    SparseDelta,
+    apply_delta,
+    delta_codec,
+    uses_sparse_broadcast,
+)
 
 RUN = "delta-run"
 MAX = 8 << 20
@@ -44,11 +51,13 @@ def _merged_step(state: dict[str, Tensor], uploads: int, seed: int) -> dict[str,
     return total
 
 
-def _history(publisher: VersionPublisher, versions: int, uploads: int = 4) -> list[SparseDelta]:
+def _history(
+    publisher: VersionPublisher, versions: int, uploads: int = 4, budget: int = 1
+) -> list[SparseDelta]:
     """Publish v0 and `versions` sparse versions after it, as a holder does; return the deltas."""
     state = model_state(build_model("tiny", seed=0))
     publisher.publish(state, -1)
-    spars, deltas = Resparsifier(CODEC), []
+    spars, deltas = Resparsifier(CODEC, budget), []
     for window in range(versions):
         step = _merged_step(state, uploads, seed=window)
         target = {k: state[k] - step[k] for k in state}
@@ -99,6 +108,43 @@ def test_delta_is_one_uploads_size_whatever_the_number_of_uploads() -> None:
         _, delta = Resparsifier(codec).reduce(state, {k: state[k] - step[k] for k in state})
         sizes.append(payload_nbytes(delta.payload))
     assert sizes == [one_upload, one_upload]
+
+
+def test_a_budget_keeps_that_many_times_the_uploads_top_k_per_chunk() -> None:
+    """Known answer: budget b keeps min(b * topk, chunk * chunk) values per full chunk, so the
+    delta's support is b times one upload's (up to the cap) and it leaves less behind."""
+    assert delta_codec(CODEC, 1) == CODEC
+    assert delta_codec(CODEC, 4).topk == 32
+    assert delta_codec(CODEC, 64).topk == 16 * 16  # a whole chunk
+    with pytest.raises(ValueError, match="budget"):
+        delta_codec(CODEC, 0)
+    state = model_state(build_model("tiny", seed=0))
+    shapes = {k: tuple(v.shape) for k, v in state.items()}
+    step = _merged_step(state, 8, seed=3)
+    target = {k: state[k] - step[k] for k in state}
+    supports, left = [], []
+    for budget in (1, 4):
+        spars = Resparsifier(CODEC, budget)
+        _, delta = spars.reduce(state, target)
+        supports.append(build_compressor(delta.codec).support(delta.payload, shapes).size)
+        left.append(sum(float(t.norm()) ** 2 for t in spars.state_dict().values()))
+    layouts = [ChunkLayout.of(s, CODEC.chunk) for s in shapes.values()]
+    expected = [sum(layout.total_kept(k) for layout in layouts) for k in (8, 32)]
+    assert supports == expected
+    assert left[1] < left[0]
+
+
+def test_peer_rebuilds_a_budget_4_history_bit_for_bit(holder: Keypair) -> None:
+    """The manifest carries the delta's codec: a peer decodes 4x deltas without being told."""
+    store = MemoryStore()
+    publisher = VersionPublisher(store, holder, RUN, checkpoint_every=10)
+    state0 = model_state(build_model("tiny", seed=0))
+    deltas = _history(publisher, 3, uploads=8, budget=4)
+    assert {d.codec.topk for d in deltas} == {32}
+    syncer = ModelSync(store, holder.ss58_address, RUN, max_bytes=MAX)
+    state, manifest = syncer.sync(state0, 0)
+    assert syncer.last_path == "patches" and syncer.last_fallback is None
+    assert state_digest(state) == state_digest(publisher.latest_state)
 
 
 def test_error_feedback_sends_what_a_delta_left_out() -> None:
