@@ -18,9 +18,12 @@ Bytes are per worker and count both directions, each as the object that crosses 
 * DDP: a ring all-reduce of the fp32 gradient every step, ``2 (R - 1) / R`` model sizes sent and
   as many received per step (``subnet.storage.counting.ddp_ring_bytes``);
 * the DiLoCo-style methods: up, the worker's signed upload envelope each round; down, the signed
-  envelope of the lossless model patch from version v to v+1 that every peer downloads each
-  round, as Beam broadcasts it (full checkpoints every K versions are not counted; they are
-  fetched only by peers that fall behind).
+  envelope of the version every peer downloads each round, as Beam broadcasts it
+  (``--broadcast``, the protocol's default unless given): the lossless model patch from version
+  v to v+1, or for a sparse codec with the sparse broadcast the holder's re-sparsified step
+  (``subnet.versions.delta``), which the next round then starts from, so its loss cost is in the
+  figures. Full checkpoints every K versions are not counted; only peers that fall behind fetch
+  them.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from loguru import logger
 from benchmarks.common import REPO, ensure_dataset, envelope_bytes, environment, setup
 from benchmarks.tuning import BUDGET, Setting, tune
 from subnet.compression import CompressionConfig, ErrorFeedback, build_compressor, encode_patch
+from subnet.config import ProtocolConfig
 from subnet.data import TokenDataset
 from subnet.model import build_model, evaluate_loss
 from subnet.storage.counting import ddp_ring_bytes
@@ -51,6 +55,7 @@ from subnet.training import (
     snapshot,
     train_inner,
 )
+from subnet.versions.delta import SPARSE_CODECS, Resparsifier
 
 SPARSELOCO_LR = 2.0  # outer lr; see the sweep in docs/benchmarks.md
 MEAN = AggregationConfig(rule="mean", clip_to_median_norm=False)
@@ -95,6 +100,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--val-batches", type=int, default=8,
                         help="validation batches (train samples no worker trains on) for tuning")  # fmt: skip
     parser.add_argument("--eval-batches", type=int, default=16, help="held-out batches reported")
+    protocol = ProtocolConfig()
+    parser.add_argument("--broadcast", choices=("auto", "patch", "sparse"),
+                        default=protocol.broadcast,
+                        help="how versions go out (--protocol.broadcast; sparse: sparse codecs "
+                        "only)")  # fmt: skip
+    parser.add_argument("--broadcast-budget", type=int, default=protocol.broadcast_budget,
+                        help="--protocol.broadcast_budget of the sparse broadcast")  # fmt: skip
     parser.add_argument("--methods", default="ddp,diloco,sparseloco",
                         help=f"comma-separated, from ddp,{','.join(METHODS)}")  # fmt: skip
 
@@ -175,6 +187,8 @@ def _local_sgd(
     ]
     optimizers = [build_inner_optimizer(w, inner) for w in workers]
     feedback = [ErrorFeedback(comp_cfg.ef_decay) for _ in streams]
+    sparse = args.broadcast != "patch" and comp_cfg.name in SPARSE_CODECS
+    spars = Resparsifier(comp_cfg, args.broadcast_budget) if sparse else None
     params = dict(model.named_parameters())
     up = down = 0
     for rnd in range(args.rounds):
@@ -183,8 +197,21 @@ def _local_sgd(
                                      compressor)  # fmt: skip
         up += sent
         outer.step(params, aggregate(decoded, None, agg_cfg))
-        down += envelope_bytes(encode_patch(start, snapshot(model)), ObjectKind.MODEL_PATCH)
-    return round(up / len(streams)), down  # per worker; every worker downloads the same patch
+        if spars is None:
+            down += envelope_bytes(encode_patch(start, snapshot(model)), ObjectKind.MODEL_PATCH)
+        else:  # the next round starts from what the holder published
+            published, delta = spars.reduce(start, snapshot(model))
+            load_parameters(model, published)
+            down += envelope_bytes(delta.payload, ObjectKind.MODEL_DELTA)
+    return round(up / len(streams)), down  # per worker; every worker downloads the same version
+
+
+def _broadcast(method: str, args: argparse.Namespace) -> str:
+    """What peers download each round: ``allreduce`` (DDP), ``patch`` or ``sparse xB``."""
+    if method == "ddp":
+        return "allreduce"
+    sparse = args.broadcast != "patch" and METHODS[method][0].name in SPARSE_CODECS
+    return f"sparse x{args.broadcast_budget}" if sparse else "patch"
 
 
 def _describe(method: str, outer: OuterConfig | None = None) -> str:
@@ -270,6 +297,7 @@ def _method(bench: _Bench, method: str, seeds: list[int]) -> dict:
     down = round(sum(r["bytes_down_per_worker"] for r in results.values()) / len(results))
     return {
         "config": _describe(method, chosen.outer),
+        "broadcast": _broadcast(method, bench.args),
         "tuned": chosen.describe(),
         "heldout_loss_mean": mean,
         "heldout_loss_std": std,

