@@ -76,15 +76,17 @@ class ProtocolConfig(_Strict):
     )
     holder_hotkey: str = Field("", description="ss58 hotkey of the model holder")
     checkpoint_every: int = Field(5, ge=1, description="full checkpoint every K model versions")
-    # Patch by default: the sparse broadcast cuts a peer's download to about one upload, but
-    # re-sparsifying the merged step cost 4.1 % held-out loss after 20 rounds (benchmarks.md).
+    # Sparse for sparse codecs (auto): the holder publishes the merged step re-sparsified to
+    # broadcast_budget x the upload's top-k; at 4 it cost 0.34 % held-out loss against the exact
+    # merge after 20 rounds of 4 workers, for a download of 2.9 uploads where the lossless patch
+    # was 11.5 (docs/benchmarks.md, "Sparse broadcast"). Dense codecs keep the lossless patch.
     broadcast: Literal["auto", "patch", "sparse"] = Field(
-        "patch",
+        "auto",
         description="how versions are published: lossless patch, or the re-sparsified step "
-        "(sparse; auto = sparse for sparse codecs); sparse downloads ~1 upload, costs loss",
+        "(sparse; auto = sparse for sparse codecs, patch for dense ones)",
     )
     broadcast_budget: int = Field(
-        1,
+        4,
         ge=1,
         le=64,
         description="the sparse broadcast keeps this many times the upload's top-k per chunk",

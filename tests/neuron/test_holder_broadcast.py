@@ -37,12 +37,23 @@ def _uploads_and_scores(world, monkeypatch: pytest.MonkeyPatch) -> ModelHolder:
 
 @pytest.fixture
 def world(world_with):
-    """The subnet with the sparse broadcast on (the default is the lossless patch)."""
-    return world_with(None, broadcast="sparse")
+    """The subnet with the sparse broadcast on, at one upload's budget."""
+    return world_with(None, broadcast="sparse", broadcast_budget=1)
 
 
-def test_the_default_broadcast_is_the_lossless_patch(world_with, monkeypatch) -> None:
-    holder = _uploads_and_scores(world_with(None), monkeypatch)
+def test_the_default_broadcast_is_sparse_for_the_sparse_codec(world_with, monkeypatch) -> None:
+    """`auto` with the default sparseloco-rice: deltas at 4x the upload's top-k."""
+    world = world_with(None)
+    holder = _uploads_and_scores(world, monkeypatch)
+    assert holder.broadcast is not None
+    assert holder.broadcast.codec.topk == 4 * world.runtimes["holder"].cfg.protocol.compression.topk
+    assert run_at(holder, 6) == 1
+    manifest = holder.publisher.latest
+    assert manifest.version == 1 and manifest.delta_key and manifest.patch_key is None
+
+
+def test_patch_broadcast_publishes_the_lossless_patch(world_with, monkeypatch) -> None:
+    holder = _uploads_and_scores(world_with(None, broadcast="patch"), monkeypatch)
     assert holder.broadcast is None
     assert run_at(holder, 6) == 1
     manifest = holder.publisher.latest
