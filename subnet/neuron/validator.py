@@ -155,6 +155,7 @@ class Validator(BaseNeuron):
             "scores", window=window, version=self.replica.version,
             verdicts={hk: [v.reason, v.score] for hk, v in verdicts.items()}, moving=self.moving,
             details={hk: v.detail for hk, v in verdicts.items() if v.detail},
+            measured={ev.hotkey: ev.measures() for ev in evaluations},
             empty=not got.accepted,
             **self.rt.meter.take(),  # this window's fetches; its report counts in the next
         )  # fmt: skip

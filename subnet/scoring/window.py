@@ -50,6 +50,20 @@ class Evaluation:
     loss_before_heldout: float | None = None
     loss_after_heldout: float | None = None
 
+    def measures(self) -> dict[str, float | None]:
+        """What the score was computed from, for the validator's metrics (None if not finite).
+
+        ``assigned``/``random``/``heldout``: relative loss drops; ``specific``/``se``: the own-data
+        excess and its standard error; ``fraction``: the share of the steps trained.
+        """
+        a, r = _gains(self) if _finite_losses(self) else (math.nan, math.nan)
+        spec = self.specific
+        values = {"assigned": a, "random": r, "heldout": self.heldout_gain(),
+                  "specific": spec.mean if spec else None, "se": spec.se if spec else None,
+                  "fraction": self.fraction}  # fmt: skip
+        return {k: (round(v, 7) if v is not None and math.isfinite(v) else None)
+                for k, v in values.items()}  # fmt: skip
+
     def heldout_gain(self) -> float | None:
         """Relative loss drop on the held-out draw, or None without one."""
         if self.loss_before_heldout is None or self.loss_after_heldout is None:

@@ -59,6 +59,10 @@ def test_one_window_flows_through_every_role(world, monkeypatch):
     scored = records(validator.rt, "scores")[-1]
     assert {hk: v[0] for hk, v in scored["verdicts"].items()} == {
         world.hotkey("m1"): "scored", world.hotkey("m2"): "scored"}  # fmt: skip
+    # The measurements behind each score are in the record too (to audit a validator's pay).
+    measured = scored["measured"]
+    assert set(measured) == {world.hotkey("m1"), world.hotkey("m2")}
+    assert all(m["assigned"] is not None and m["se"] is not None for m in measured.values())
     report = object_key(run_key, ObjectKind.SCORES, 0, world.hotkey("v1"), lane="scores")
     assert world.stores["v1"].head(report)
     assert world.runtimes["v1"].weights.offers[-1] == validator.moving
