@@ -15,6 +15,26 @@ from ..training.distributed import RankFailure, launch, rank_suffix
 from .build import build_runtime
 
 
+def run_until_stopped(neuron: BaseNeuron, max_windows: int | None) -> None:
+    """``neuron.run``, where a stop request that interrupts the wait for a block is a clean stop.
+
+    ``BaseNeuron.stop`` raises ``KeyboardInterrupt`` from the signal handler while the loop only
+    waits. If that wait is inside a ``threading.Condition`` (the bittensor SDK's sync calls
+    wait on a future), CPython can fail to re-acquire the condition's lock as the interrupt
+    unwinds, and ``RuntimeError: cannot release un-acquired lock`` replaces it (seen at SIGTERM
+    in the adversarial benchmark). After a stop request that is still a clean stop; any other
+    ``RuntimeError`` propagates.
+    """
+    try:
+        neuron.run(max_windows=max_windows)
+    except KeyboardInterrupt:  # a stop request while waiting for a block
+        logger.info("{} stopped between windows", neuron.role)
+    except RuntimeError as error:
+        if not neuron.stop_event.is_set():
+            raise
+        logger.info("{} stopped between windows ({})", neuron.role, error)
+
+
 def run_role(role: type[BaseNeuron], description: str, argv: list[str] | None = None) -> int:
     """Parse flags, build the runtime, run the role until a signal or ``--neuron.max_windows``."""
 
@@ -34,9 +54,7 @@ def run_role(role: type[BaseNeuron], description: str, argv: list[str] | None = 
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, lambda *_: neuron.stop())
             try:
-                neuron.run(max_windows=cfg.node.neuron.max_windows or None)
-            except KeyboardInterrupt:  # a stop request while waiting for a block
-                logger.info("{} stopped between windows", role.role)
+                run_until_stopped(neuron, cfg.node.neuron.max_windows or None)
             finally:
                 neuron.save()
                 neuron.rt.metrics.close()

@@ -15,6 +15,7 @@ from subnet.monitor import MetricsSink
 from subnet.neuron import gates
 from subnet.neuron.base import BaseNeuron
 from subnet.neuron.runtime import Runtime
+from subnet.node.entry import run_until_stopped
 from subnet.storage.base import StorageError
 from subnet.storage.memory import MemoryStore
 from subnet.topology import RunPlan, SlotPlan, StepPlan
@@ -132,6 +133,22 @@ def test_stop_while_idle_interrupts_and_the_loop_does_not_resume_work(tmp_path):
     with pytest.raises(KeyboardInterrupt):  # what a signal handler raises into a blocked wait
         neuron.stop()
     assert neuron.run() == 0
+
+
+def test_a_stop_that_breaks_a_lock_in_the_wait_is_still_a_clean_stop(tmp_path, monkeypatch):
+    """CPython can turn the handler's KeyboardInterrupt inside a Condition wait into
+    `RuntimeError: cannot release un-acquired lock`; after a stop request the entry point's
+    `run_until_stopped` treats it as the stop, and without one it propagates."""
+    neuron = make(tmp_path, list(range(0, 30)))
+
+    def broken_wait(*_args, **_kwargs):
+        raise RuntimeError("cannot release un-acquired lock")
+
+    monkeypatch.setattr(neuron, "run", broken_wait)
+    with pytest.raises(RuntimeError, match="un-acquired"):
+        run_until_stopped(neuron, None)  # no stop was asked for: a real error
+    neuron.stop_event.set()
+    run_until_stopped(neuron, None)  # a stop was asked for: returns
 
 
 def test_stop_during_a_window_lets_it_finish_and_save(tmp_path):
