@@ -25,7 +25,12 @@ from pathlib import Path
 
 from subnet.cli import ArgParser, run_guarded
 from subnet.data import TokenDataset
-from subnet.localnet.calibrate import Calibration, measure_step_seconds, window_blocks_for
+from subnet.localnet.calibrate import (
+    Calibration,
+    measure_forward_seconds,
+    measure_step_seconds,
+    window_blocks_for,
+)
 from subnet.localnet.diagnose import stall_reason
 from subnet.localnet.run import LocalRun, NeuronsExited, RunSettings
 from subnet.logs import setup_logging
@@ -146,7 +151,9 @@ def calibrated_window(settings: RunSettings, headroom: float = 1.5) -> Calibrati
     """The window and deadlines that fit this machine now (see subnet/localnet/calibrate.py)."""
     vocab = TokenDataset.from_folder(Path(settings.data_dir) / settings.dataset, 64).vocab_size
     step_s = measure_step_seconds(settings.preset, vocab, seq_len=64, micro_batch=8)
+    forward_s = measure_forward_seconds(settings.preset, vocab, seq_len=64, micro_batch=8)
     cal = window_blocks_for(step_s, settings.inner_steps, settings.block_time, settings.miners,
+                            forward_s=forward_s,
                             validators=settings.validators, headroom=headroom)  # fmt: skip
     print(cal.describe(settings.block_time), flush=True)
     return cal

@@ -18,13 +18,16 @@ from dataclasses import dataclass
 import torch
 
 from ..model import build_model
+from ..scoring.assess import sample_losses
 from ..training import build_inner_optimizer, train_inner
 from ..training.config import InnerConfig
 
 # Seconds outside the inner steps, on the 2-core reference machine with the tiny preset:
 # a miner's sync, compression and upload; a validator's fetches, report and weights; the
 # holder's merge and publish. The holder also does work that scales with the step time (a few
-# forward passes): ``PER_STEP`` steps' worth; the validators' evaluation is ``eval_steps``.
+# forward passes): ``PER_STEP`` steps' worth; the validators' evaluation is ``eval_passes``
+# forward passes of a micro-batch, timed by ``measure_forward_seconds`` (``eval_steps`` steps'
+# worth when no forward pass was timed).
 FIXED_UPLOAD_S = 1.5
 FIXED_REPORT_S = 1.0
 FIXED_MERGE_S = 1.5
@@ -40,12 +43,14 @@ class Calibration:
     window_blocks: int
     upload_deadline: int
     report_deadline: int
+    eval_s: float = 0.0  # a validator's evaluation of one window, uncontended, no headroom
 
     def describe(self, block_time: float) -> str:
         """One line for the demo's output."""
         return (
             f"calibrated: one inner step takes {self.step_s:.3f} s here "
-            f"(~{self.contended_step_s:.3f} s with every miner training); window "
+            f"(~{self.contended_step_s:.3f} s with every miner training), a validator's "
+            f"evaluation ~{self.eval_s:.1f} s; window "
             f"{self.window_blocks} blocks ({self.window_blocks * block_time:.0f} s), uploads due "
             f"by offset {self.upload_deadline}, score reports by {self.report_deadline}"
         )
@@ -73,6 +78,41 @@ def measure_step_seconds(
         torch.set_num_threads(threads)
 
 
+def measure_forward_seconds(
+    preset: str, vocab_size: int, seq_len: int, micro_batch: int, passes: int = 5
+) -> float:
+    """Median seconds of one evaluation forward pass of ``micro_batch`` samples, one thread.
+
+    Timed with the validators' own ``sample_losses``: at the demo's sizes a forward pass is
+    mostly per-call overhead, so it costs far more than a third of an inner step.
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model = build_model(preset, vocab_size=vocab_size, seed=0)
+        gen = torch.Generator().manual_seed(0)
+        times = []
+        for _ in range(passes + 1):
+            tokens = torch.randint(0, vocab_size, (micro_batch, seq_len + 1), generator=gen)
+            started = time.perf_counter()
+            sample_losses(model, [(tokens[:, :-1], tokens[:, 1:])])
+            times.append(time.perf_counter() - started)
+        return sorted(times[1:])[len(times[1:]) // 2]
+    finally:
+        torch.set_num_threads(threads)
+
+
+def eval_passes(miners: int, eval_samples: int, micro_batch: int) -> int:
+    """Forward passes of one micro-batch in a validator's evaluation of a window's uploads.
+
+    Each upload is measured on ``eval_samples`` own and random samples with it, without it and
+    against the reference (``subnet.scoring.assess``: 5 passes of ``eval_samples`` per upload
+    below 4 uploads, 4 from then on, plus 2 on the random samples once).
+    """
+    per_set = (5 if miners < 4 else 4) * miners + 2
+    return per_set * math.ceil(eval_samples / micro_batch)
+
+
 def eval_steps(miners: int, eval_samples: int, micro_batch: int) -> float:
     """A validator's evaluation of a window's uploads, in inner steps' worth of compute.
 
@@ -97,6 +137,7 @@ def window_blocks_for(
     cores: int | None = None,
     headroom: float = 1.5,
     minimum: int = 20,
+    forward_s: float | None = None,
 ) -> Calibration:
     """The window (in blocks) whose phases fit this machine, with ``headroom`` to spare.
 
@@ -106,13 +147,18 @@ def window_blocks_for(
     at the same time as each other, ``eval_steps`` each. Each phase gets what it needs: by
     default (and at the floor) the miners half the window, the validators 20 % and the holder
     30 %; when the validators need more than their 20 % (the own-data evaluation is
-    ``eval_steps`` per window), the deadlines follow the phases' needs instead.
+    ``eval_steps`` per window), the deadlines follow the phases' needs instead. With
+    ``forward_s`` (``measure_forward_seconds``) the evaluation is ``eval_passes`` of it instead
+    of ``eval_steps`` inner steps.
     """
     cores = cores or os.cpu_count() or 1
     contended = step_s * max(1.0, (miners + 1) / cores)
-    scoring = step_s * max(1.0, (validators + 1) / cores)
+    if forward_s is None:
+        eval_s = eval_steps(miners, eval_samples, micro_batch) * step_s
+    else:
+        eval_s = eval_passes(miners, eval_samples, micro_batch) * forward_s
     upload_s = headroom * (FIXED_UPLOAD_S + inner_steps * contended)
-    score_s = headroom * (FIXED_REPORT_S + eval_steps(miners, eval_samples, micro_batch) * scoring)
+    score_s = headroom * (FIXED_REPORT_S + eval_s * max(1.0, (validators + 1) / cores))
     merge_s = headroom * (FIXED_MERGE_S + PER_STEP * contended)
     fixed = max(2 * upload_s, score_s / 0.2, merge_s / 0.3)  # the default split
     blocks = max(minimum, math.ceil(fixed / block_time))
@@ -127,4 +173,4 @@ def window_blocks_for(
             upload += extra // 2
             score += extra // 5
             split = (minimum, upload, upload + score)
-    return Calibration(step_s, contended, *split)
+    return Calibration(step_s, contended, *split, eval_s=eval_s)

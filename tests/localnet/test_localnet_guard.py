@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from subnet.localnet import StackRunning
-from subnet.localnet.calibrate import window_blocks_for
+from subnet.localnet.calibrate import eval_passes, window_blocks_for
 from subnet.localnet.diagnose import stall_reason
 from subnet.localnet.lock import StackLock
 
@@ -85,6 +85,20 @@ def test_window_is_sized_from_the_measured_step():
     # samples, ~45 steps' worth, 2 validators on 2 cores): their phase holds it with headroom.
     score_s = (slow.report_deadline - slow.upload_deadline) * 0.5
     assert score_s >= 1.5 * (17 * 64 / 24 * 0.45)
+
+
+def test_a_timed_forward_pass_sizes_the_validators_phase():
+    """Known answer: 3 uploads on 64 + 64 samples are 17 passes of 64 = 136 passes of 8. A
+    forward pass of 0.08 s (measured: 0.7 - 0.9 of a 0.1 s inner step here, not the third the
+    step-based estimate assumes) needs 136 x 0.08 x 1.5 (2 validators on 2 cores) x 1.5."""
+    assert eval_passes(3, 64, 8) == 136 and eval_passes(4, 64, 8) == (16 + 2) * 8
+    by_step = window_blocks_for(0.1, 20, 0.5, miners=3, cores=2)
+    timed = window_blocks_for(0.1, 20, 0.5, miners=3, cores=2, forward_s=0.08)
+    assert timed.eval_s == pytest.approx(136 * 0.08) and timed.eval_s > 2 * by_step.eval_s
+    score_s = (timed.report_deadline - timed.upload_deadline) * 0.5
+    assert score_s >= 1.5 * (1.0 + 136 * 0.08 * 1.5)
+    assert timed.upload_deadline == by_step.upload_deadline  # the miners' phase is unchanged
+    assert timed.upload_deadline < timed.report_deadline < timed.window_blocks
 
 
 def test_stall_reason_names_late_skipped_and_empty_windows(tmp_path):
