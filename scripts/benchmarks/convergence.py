@@ -55,7 +55,7 @@ from subnet.training import (
     snapshot,
     train_inner,
 )
-from subnet.versions.delta import SPARSE_CODECS, Resparsifier
+from subnet.versions.delta import Resparsifier, uses_sparse_broadcast
 
 SPARSELOCO_LR = 2.0  # outer lr; see the sweep in docs/benchmarks.md
 MEAN = AggregationConfig(rule="mean", clip_to_median_norm=False)
@@ -187,8 +187,7 @@ def _local_sgd(
     ]
     optimizers = [build_inner_optimizer(w, inner) for w in workers]
     feedback = [ErrorFeedback(comp_cfg.ef_decay) for _ in streams]
-    sparse = args.broadcast != "patch" and comp_cfg.name in SPARSE_CODECS
-    spars = Resparsifier(comp_cfg, args.broadcast_budget) if sparse else None
+    spars = Resparsifier(comp_cfg, args.broadcast_budget) if _sparse(method, args) else None
     params = dict(model.named_parameters())
     up = down = 0
     for rnd in range(args.rounds):
@@ -206,12 +205,18 @@ def _local_sgd(
     return round(up / len(streams)), down  # per worker; every worker downloads the same version
 
 
+def _sparse(method: str, args: argparse.Namespace) -> bool:
+    """Whether ``method``'s versions go out as sparse deltas (``--broadcast sparse`` is taken as
+    ``auto`` here, so a dense method in the same run keeps the patch instead of failing)."""
+    mode = "patch" if args.broadcast == "patch" else "auto"
+    return uses_sparse_broadcast(mode, METHODS[method][0])
+
+
 def _broadcast(method: str, args: argparse.Namespace) -> str:
     """What peers download each round: ``allreduce`` (DDP), ``patch`` or ``sparse xB``."""
     if method == "ddp":
         return "allreduce"
-    sparse = args.broadcast != "patch" and METHODS[method][0].name in SPARSE_CODECS
-    return f"sparse x{args.broadcast_budget}" if sparse else "patch"
+    return f"sparse x{args.broadcast_budget}" if _sparse(method, args) else "patch"
 
 
 def _describe(method: str, outer: OuterConfig | None = None) -> str:

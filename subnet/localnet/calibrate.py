@@ -56,26 +56,32 @@ class Calibration:
         )
 
 
-def measure_step_seconds(
-    preset: str, vocab_size: int, seq_len: int, micro_batch: int, steps: int = 3
-) -> float:
-    """Median seconds of one inner step of ``preset`` on one CPU thread (after one warm-up)."""
+def _median_seconds(run, vocab_size: int, seq_len: int, micro_batch: int, repeats: int) -> float:
+    """Median seconds of ``run(inputs, targets)`` on random tokens, one thread, after a warm-up."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the neurons run with --neuron.threads 1
     try:
-        model = build_model(preset, vocab_size=vocab_size, seed=0)
-        cfg = InnerConfig(steps=1, micro_batch=micro_batch)
-        optimizer = build_inner_optimizer(model, cfg)
         gen = torch.Generator().manual_seed(0)
         times = []
-        for _ in range(steps + 1):
+        for _ in range(repeats + 1):
             tokens = torch.randint(0, vocab_size, (micro_batch, seq_len + 1), generator=gen)
             started = time.perf_counter()
-            train_inner(model, [(tokens[:, :-1], tokens[:, 1:])], cfg, optimizer)
+            run(tokens[:, :-1], tokens[:, 1:])
             times.append(time.perf_counter() - started)
         return sorted(times[1:])[len(times[1:]) // 2]
     finally:
         torch.set_num_threads(threads)
+
+
+def measure_step_seconds(
+    preset: str, vocab_size: int, seq_len: int, micro_batch: int, steps: int = 3
+) -> float:
+    """Median seconds of one inner step of ``preset`` on one CPU thread (after one warm-up)."""
+    model = build_model(preset, vocab_size=vocab_size, seed=0)
+    cfg = InnerConfig(steps=1, micro_batch=micro_batch)
+    optimizer = build_inner_optimizer(model, cfg)
+    return _median_seconds(lambda x, y: train_inner(model, [(x, y)], cfg, optimizer),
+                           vocab_size, seq_len, micro_batch, steps)  # fmt: skip
 
 
 def measure_forward_seconds(
@@ -86,20 +92,9 @@ def measure_forward_seconds(
     Timed with the validators' own ``sample_losses``: at the demo's sizes a forward pass is
     mostly per-call overhead, so it costs far more than a third of an inner step.
     """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        model = build_model(preset, vocab_size=vocab_size, seed=0)
-        gen = torch.Generator().manual_seed(0)
-        times = []
-        for _ in range(passes + 1):
-            tokens = torch.randint(0, vocab_size, (micro_batch, seq_len + 1), generator=gen)
-            started = time.perf_counter()
-            sample_losses(model, [(tokens[:, :-1], tokens[:, 1:])])
-            times.append(time.perf_counter() - started)
-        return sorted(times[1:])[len(times[1:]) // 2]
-    finally:
-        torch.set_num_threads(threads)
+    model = build_model(preset, vocab_size=vocab_size, seed=0)
+    return _median_seconds(lambda x, y: sample_losses(model, [(x, y)]),
+                           vocab_size, seq_len, micro_batch, passes)  # fmt: skip
 
 
 def eval_passes(miners: int, eval_samples: int, micro_batch: int) -> int:

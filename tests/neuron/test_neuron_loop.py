@@ -266,10 +266,9 @@ def test_version_out_lapses_after_a_quarter_of_the_upload_phase(tmp_path):
     assert not gates.version_out(neuron, Step(step(), 3, 0))
 
 
-def test_setup_that_is_not_ready_is_retried_at_later_ticks(tmp_path, monkeypatch):
-    monkeypatch.setattr("subnet.neuron.base.SETUP_RETRY_S", 0.0)
-    neuron = make(tmp_path, list(range(0, 20)))
-    tries = []
+def not_ready_twice(neuron) -> list:
+    """Make ``neuron.setup`` fail twice with NotReady, then pass; return the ticks it ran at."""
+    tries: list = []
 
     def setup():
         tries.append(neuron.rt.clock.now())
@@ -277,6 +276,13 @@ def test_setup_that_is_not_ready_is_retried_at_later_ticks(tmp_path, monkeypatch
             raise NotReady("dataset not published yet")
 
     neuron.setup = setup
+    return tries
+
+
+def test_setup_that_is_not_ready_is_retried_at_later_ticks(tmp_path, monkeypatch):
+    monkeypatch.setattr("subnet.neuron.base.SETUP_RETRY_S", 0.0)
+    neuron = make(tmp_path, list(range(0, 20)))
+    tries = not_ready_twice(neuron)
     assert neuron.run() == 2
     assert tries[:3] == [0, 0, 1]  # once before the loop, then at each tick until ready
     # membership re-read after each miss (a new commitment may be what was missing), then per window
@@ -288,14 +294,7 @@ def test_setup_is_retried_on_the_ticks_before_a_rooms_origin(tmp_path, monkeypat
     retries then, so it is ready for window 0 (it used to wait for tick 0 to retry)."""
     monkeypatch.setattr("subnet.neuron.base.SETUP_RETRY_S", 0.0)
     neuron = make(tmp_path, list(range(-5, 20)))
-    tries = []
-
-    def setup():
-        tries.append(neuron.rt.clock.now())
-        if len(tries) < 3:
-            raise NotReady("dataset not published yet")
-
-    neuron.setup = setup
+    tries = not_ready_twice(neuron)
     assert neuron.run() == 2
     assert len(tries) == 3 and tries[-1] < 0, tries
     assert neuron.calls[:2] == [("sync", 0), ("publish", 0)]  # window 0 was not missed
