@@ -30,7 +30,8 @@ from subnet.localnet.run import read_records
 ATTACKER_SCRIPT = "scripts/benchmarks/attackers.py"
 ALL_ATTACKS = ("copier", "noisy_copier", "stale_replayer", "lazy_trainer", "subtle_poisoner",
                "hugging_poisoner", "orthogonal_poisoner", "heldout_poisoner", "sign_flipper",
-               "free_rider", "late_uploader", "malformed_sender", "envelope_replayer")  # fmt: skip
+               "inflater", "free_rider", "late_uploader", "malformed_sender",
+               "envelope_replayer")  # fmt: skip
 COPIES = ("copier", "noisy_copier", "stale_replayer", "envelope_replayer")  # they need victims
 
 

@@ -272,6 +272,17 @@ class SignFlipper(_Transform):
         return {k: -5.0 * v for k, v in delta.items()}
 
 
+class Inflater(_Transform):
+    """Sends ``3 x`` its honest update: a bigger step lowers the validators' losses more.
+
+    Measured unclipped, it was paid for its size; validators now measure every upload clipped
+    to the window's median norm, as the holder merges it (``subnet.scoring.assess.AsMerged``).
+    """
+
+    def transform(self, delta, window):
+        return {k: 3.0 * v for k, v in delta.items()}
+
+
 class FreeRider(Attacker):
     """Trains nothing and sends an all-zero update with a receipt claiming the work."""
 
@@ -340,6 +351,7 @@ ATTACKS: dict[str, type[Attacker]] = {
     "orthogonal_poisoner": OrthogonalPoisoner,
     "heldout_poisoner": HeldoutPoisoner,
     "sign_flipper": SignFlipper,
+    "inflater": Inflater,
     "free_rider": FreeRider,
     "late_uploader": LateUploader,
     "malformed_sender": MalformedSender,

@@ -5,7 +5,7 @@
 Six honest miners (H = 20 steps of 8 samples, SparseLoCo with error feedback), a copier (sends
 m0's update), a stale replayer (m1's update of the previous window), a lazy trainer (1 step) and
 a subtle poisoner (honest update minus a generic descent direction of half its norm, on its
-support) are scored exactly as a validator scores them (``subnet.scoring.assess`` and
+support), three other poisoners and an inflater (3 x its honest update) are scored exactly as a validator scores them (``subnet.scoring.assess`` and
 ``score_window``) and merged as the holder merges them. Prints each window's shares, copy
 verdicts and held-out loss, then the mean shares and the honest top-k overlaps. No chain, no
 storage: this isolates the scoring rule from timing (``bench.py adversarial`` runs it all).
@@ -55,7 +55,7 @@ from benchmarks import poisons  # noqa: E402
 
 HONEST = [f"m{i}" for i in range(6)]
 POISONERS = ["poisoner", "hugger", "ortho", "heldout"]
-TRAINERS = [*HONEST, *POISONERS, "lazy"]
+TRAINERS = [*HONEST, *POISONERS, "lazy", "inflater"]
 
 
 def main() -> None:
@@ -181,6 +181,7 @@ def _poison_all(deltas, state, ds, inner, comp, window, model) -> None:
         "hugger": poisons.hug(deltas["hugger"], generic, gain, 0.25),
         "ortho": poisons.orthogonal(deltas["ortho"], generic, 0.5),
         "heldout": poisons.on_support(deltas["heldout"], target, 0.5),
+        "inflater": {k: 3.0 * v for k, v in deltas["inflater"].items()},  # 3 x its honest update
     }
     for h, out in made.items():
         deltas[h] = comp.decode(comp.encode(out), shapes)

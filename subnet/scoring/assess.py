@@ -4,6 +4,8 @@ This is the one part of scoring that runs the model (forward passes only, no I/O
 upload it measures the loss of every evaluated sample before and after applying the upload
 alone (``theta - delta``, outer learning rate 1) and after applying the window's reference
 update, on a subset of the sender's assigned samples and on the validator's random samples.
+Every upload is measured as the holder merges it: clipped to the window's median norm
+(``AsMerged``), so sending a bigger update than one trained buys no more pay.
 From those it builds each upload's ``Evaluation`` (mean losses and own-data ``Specificity``),
 and for every fingerprint match the two fits that ``copies.judge_matches`` compares.
 """
@@ -61,6 +63,36 @@ def own_subset(ids: Sequence[int], n: int, rng: random.Random | None = None) -> 
 
 
 COMMON_FROM = 4  # uploads from which one shared reference replaces the leave-one-out ones
+
+
+class AsMerged(Mapping):
+    """The window's uploads as the holder merges them: each scaled by ``min(1, median / norm)``.
+
+    Without it an upload's measured gains (and its pay) grow with its size: a miner that sends
+    ``3 x`` its honest update takes a larger share, though the holder clips it back to the
+    median norm before merging (``scoring_sim.py``-style run: 0.70 of one window's scores).
+    ``norms`` are the uploads' global L2 norms when the caller has them (a sparse codec computes
+    them from the payload); otherwise each upload is decoded once to measure it. Like ``deltas``,
+    decodes on every access.
+    """
+
+    def __init__(self, deltas: Mapping[str, Delta], norms: Mapping[str, float] | None = None):
+        self._deltas = deltas
+        names = sorted(deltas)
+        sizes = [norms[n] if norms is not None else global_norm(deltas[n]) for n in names]
+        self.scales: dict[str, float] = (
+            dict(zip(names, clip_scales(sizes), strict=True)) if names else {}
+        )
+
+    def __getitem__(self, hotkey: str) -> Delta:
+        delta, scale = self._deltas[hotkey], self.scales[hotkey]
+        return delta if scale == 1.0 else {k: v.float() * scale for k, v in delta.items()}
+
+    def __iter__(self):
+        return iter(self._deltas)
+
+    def __len__(self) -> int:
+        return len(self._deltas)
 
 
 def leave_one_out(deltas: Mapping[str, Delta]) -> Callable[[str], Delta | None]:
@@ -147,8 +179,12 @@ def assess_window(
     matches: Iterable[Match] = (),
     match_ids: Callable[[Match], Sequence[int]] | None = None,
     heldout_ids: Sequence[int] = (),
+    norms: Mapping[str, float] | None = None,
 ) -> tuple[list[Evaluation], dict[Match, tuple[float, float]]]:
     """Evaluations of every upload, and ``(own, other)`` specificity for every match.
+
+    Each upload is evaluated as merged (``AsMerged``: clipped to the window's median norm;
+    ``norms`` spare a decode per upload).
 
     ``own_ids[hk]`` are the (validator-chosen, ``own_subset``) assigned samples evaluated for
     ``hk``; ``match_ids(m)`` the samples of ``m.source`` in ``m.window`` to compare with. The
@@ -158,6 +194,7 @@ def assess_window(
     ``heldout_ids`` (``draws.heldout_draw``, a draw from the reported held-out set) each upload
     is also measured there (1 pass on those samples, plus 1 for the model itself, once).
     """
+    deltas = AsMerged(deltas, norms)
     base_rand = probe.losses(None, random_ids)
     reference_of = references(deltas)
     rand_gains: dict[str, tuple[list[float], list[float]]] = {}
@@ -178,7 +215,8 @@ def assess_window(
         specs[hk] = specificity(relative_gains(base, after), _gains_of(probe, reference, ids),
                                 *rand_gains[hk])  # fmt: skip
         evaluations.append(Evaluation(hk, _mean(base), _mean(after), _mean(base_rand),
-                                      _mean(after_rand), specs[hk], 1.0, *heldout))  # fmt: skip
+                                      _mean(after_rand), specs[hk], 1.0, *heldout,
+                                      scale=deltas.scales[hk]))  # fmt: skip
     fits: dict[Match, tuple[float, float]] = {}
     for m in matches:
         if m.hotkey not in deltas or match_ids is None:

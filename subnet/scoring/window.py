@@ -49,18 +49,22 @@ class Evaluation:
     # the validator measured none.
     loss_before_heldout: float | None = None
     loss_after_heldout: float | None = None
+    # The factor the upload was scaled by before it was measured (``assess.AsMerged``: clipped
+    # to the window's median norm, as the holder merges it); 1 for an upload at or below it.
+    scale: float = 1.0
 
     def measures(self) -> dict[str, float | None]:
         """What the score was computed from, for the validator's metrics (None if not finite).
 
         ``assigned``/``random``/``heldout``: relative loss drops; ``specific``/``se``: the own-data
-        excess and its standard error; ``fraction``: the share of the steps trained.
+        excess and its standard error; ``fraction``: the share of the steps trained; ``scale``:
+        the clip to the median norm it was measured at.
         """
         a, r = _gains(self) if _finite_losses(self) else (math.nan, math.nan)
         spec = self.specific
         values = {"assigned": a, "random": r, "heldout": self.heldout_gain(),
                   "specific": spec.mean if spec else None, "se": spec.se if spec else None,
-                  "fraction": self.fraction}  # fmt: skip
+                  "fraction": self.fraction, "scale": self.scale}  # fmt: skip
         return {k: (round(v, 7) if v is not None and math.isfinite(v) else None)
                 for k, v in values.items()}  # fmt: skip
 

@@ -22,6 +22,7 @@ from subnet.scoring.assess import (
     references,
 )
 from subnet.training import InnerConfig, pseudo_gradient, snapshot, train_inner
+from subnet.training.aggregation import global_norm
 
 VOCAB, SEQ, ROWS = 64, 16, 256
 _G = torch.Generator().manual_seed(0)
@@ -125,3 +126,33 @@ def test_the_copy_is_named_by_the_evidence_not_by_upload_order(trained) -> None:
     _, fits = assess_window(probe, {"a": deltas["a"]}, {"a": list(range(128, 192))},
                             list(range(192, 256)), [replay], lambda m: own["a"])  # fmt: skip
     assert judge_matches([replay], fits) == {"a": "a@6"}
+
+
+def test_an_upload_is_measured_as_merged_so_sending_it_bigger_buys_nothing(trained) -> None:
+    model, state, own, deltas = trained
+    worker = build_model("tiny", vocab_size=VOCAB, seed=0)
+    own = {**own, "c": list(range(128, 160))}
+    train_inner(worker, batches(own["c"] * 4), InnerConfig(steps=16, micro_batch=8, lr=1e-2))
+    honest = {**deltas, "c": pseudo_gradient(state, worker)}
+    norms = {hk: global_norm(d) for hk, d in honest.items()}
+    # a sends 3 x its update: the median norm m is then the larger of b's and c's, and a is
+    # measured exactly as if it had sent its update at norm m.
+    median = max(norms["b"], norms["c"])
+    assert 3 * norms["a"] > median
+    inflated = {**honest, "a": {k: 3 * v for k, v in honest["a"].items()}}
+    at_median = {**honest, "a": {k: v * (median / norms["a"]) for k, v in honest["a"].items()}}
+    probe = WindowProbe(model, state, batches)
+    random_ids = list(range(192, 256))
+    got = {ev.hotkey: ev for ev in assess_window(probe, inflated, own, random_ids)[0]}
+    want = {ev.hotkey: ev for ev in assess_window(probe, at_median, own, random_ids)[0]}
+    assert got["a"].scale == pytest.approx(median / (3 * norms["a"]), rel=1e-6)
+    assert want["a"].scale == pytest.approx(1.0)
+    for hk in ("a", "b", "c"):
+        assert got[hk].loss_after_assigned == pytest.approx(want[hk].loss_after_assigned, rel=1e-5)
+        assert got[hk].specific.mean == pytest.approx(want[hk].specific.mean, rel=1e-3, abs=1e-7)
+    # Given norms (a sparse codec's, from the payload) are used as they are.
+    given = {**{hk: norms[hk] for hk in honest}, "a": 3 * norms["a"]}
+    again = assess_window(probe, inflated, own, random_ids, norms=given)[0]
+    assert {ev.hotkey: ev.scale for ev in again} == pytest.approx(
+        {ev.hotkey: ev.scale for ev in got.values()}, rel=1e-6
+    )

@@ -204,6 +204,6 @@ def test_measures_are_what_the_score_was_computed_from() -> None:
     """Known answer: before 2.0, after 1.9 / 1.95 -> gains 0.05 / 0.025; non-finite -> None."""
     m = ev(1.9, 1.95, specific=(0.004, 0.001)).measures()
     assert m == {"assigned": 0.05, "random": 0.025, "heldout": None, "specific": 0.004,
-                 "se": 0.001, "fraction": 1.0}  # fmt: skip
+                 "se": 0.001, "fraction": 1.0, "scale": 1.0}  # fmt: skip
     bad = Evaluation("m", 2.0, math.nan, 2.0, 1.9, Specificity(math.nan, math.nan)).measures()
     assert bad["assigned"] is None and bad["random"] is None and bad["specific"] is None
