@@ -9,6 +9,7 @@ support), three other poisoners and an inflater (3 x its honest update) are scor
 ``score_window``) and merged as the holder merges them. Prints each window's shares, copy
 verdicts and held-out loss, then the mean shares and the honest top-k overlaps. No chain, no
 storage: this isolates the scoring rule from timing (``bench.py adversarial`` runs it all).
+``--variants`` scores attacks outside the issue's list instead (``VARIANTS``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from subnet.scoring import (
     judge_matches,
     merge_weights,
     score_window,
+    twins,
 )
 from subnet.scoring.assess import WindowProbe, assess_window, own_subset
 from subnet.scoring.draws import corpus_batches, heldout_draw, heldout_size
@@ -56,6 +58,11 @@ from benchmarks import poisons  # noqa: E402
 HONEST = [f"m{i}" for i in range(6)]
 POISONERS = ["poisoner", "hugger", "ortho", "heldout"]
 TRAINERS = [*HONEST, *POISONERS, "lazy", "inflater"]
+# --variants: attacks outside the issue's list, instead of the poisoners and the lazy trainer.
+# inflater: 3 x its honest update; overfit: 3 x the inner learning rate (the same steps);
+# subset: all H steps on a quarter of its samples, four times over; subset5: 5 of the H steps;
+# mixer: 5 own steps plus half of m2's update (a partial copy that dodges the 0.9 overlap).
+VARIANTS = ["inflater", "overfit", "subset", "subset5", "mixer"]
 
 
 def main() -> None:
@@ -66,8 +73,9 @@ def main() -> None:
     parser.add_argument("--clean", action="store_true", help="honest miners only (the baseline)")
     parser.add_argument("--heldout-samples", type=int, default=ScoringConfig().heldout_samples)
     parser.add_argument("--dump", type=Path, help="write each upload's measurements (jsonl)")
+    parser.add_argument("--variants", action="store_true", help="the unlisted attacks instead")
     args = parser.parse_args()
-    trainers = HONEST if args.clean else TRAINERS
+    trainers = HONEST if args.clean else [*HONEST, *VARIANTS] if args.variants else TRAINERS
     torch.set_num_threads(1)
     torch.manual_seed(0)
     ds = TokenDataset.from_folder(args.data, seq_len=64)
@@ -80,7 +88,9 @@ def main() -> None:
     comp = build_compressor(CompressionConfig())
     outer = build_outer_optimizer(OuterConfig(name="sgd", lr=2.0))
     workers = {h: build_model("tiny", vocab_size=ds.vocab_size, seed=0) for h in trainers}
-    opts = {h: build_inner_optimizer(w, inner) for h, w in workers.items()}
+    overfit = inner.model_copy(update={"lr": 3 * inner.lr})
+    opts = {h: build_inner_optimizer(w, overfit if h == "overfit" else inner)
+            for h, w in workers.items()}  # fmt: skip
     efs = {h: ErrorFeedback(0.95) for h in trainers}
     dump = args.dump.open("w") if args.dump else None
     log, prev, shares, overlaps = FingerprintLog(cfg.history_windows), {}, {}, []
@@ -91,13 +101,12 @@ def main() -> None:
         deltas = {}
         for h in trainers:
             load_parameters(workers[h], state)
-            batches = ds.batches(assigned[h], 8)
-            if h == "lazy":
-                batches = itertools.islice(batches, 1)
-            train_inner(workers[h], batches, inner, opts[h])
+            train_inner(workers[h], _batches(h, assigned[h], ds), inner, opts[h])
             _, deltas[h] = efs[h].compress(comp, pseudo_gradient(state, workers[h]))
         if not args.clean:
-            _poison_all(deltas, state, ds, inner, comp, w, model)
+            if not args.variants:
+                _poison_all(deltas, state, ds, inner, comp, w, model)
+            _vary(deltas, comp, {k: tuple(v.shape) for k, v in state.items()})
             deltas["copier"] = deltas["m0"]
             if prev:
                 deltas["stale"] = prev["m1"]
@@ -118,7 +127,8 @@ def main() -> None:
         probe = WindowProbe(model, state, lambda ids: corpus_batches(ds, ids, 8))
         heldout = heldout_draw(cfg.heldout_samples, heldout_size(ds))
         evaluations, fits = assess_window(probe, deltas, own, random_sample_ids(e, total),
-                                          matches, match_ids, heldout)  # fmt: skip
+                                          matches, match_ids, heldout,
+                                          twins=twins(matches, w))  # fmt: skip
         copies = judge_matches(matches, fits)
         log.record(w, prints)
         scores = {
@@ -152,6 +162,28 @@ def main() -> None:
     )
 
 
+def _batches(h: str, ids: list[int], ds: TokenDataset):
+    """The micro-batches trainer ``h`` trains on: the whole assignment once, unless it cheats."""
+    if h == "lazy":
+        return itertools.islice(ds.batches(ids, 8), 1)
+    if h == "subset":
+        return ds.batches(ids[: len(ids) // 4] * 4, 8)
+    if h in ("subset5", "mixer"):
+        return itertools.islice(ds.batches(ids, 8), 5)
+    return ds.batches(ids, 8)
+
+
+def _vary(deltas, comp, shapes) -> None:
+    """The inflater's and the mixer's uploads, from their trained updates (compressed)."""
+    made = {}
+    if "inflater" in deltas:
+        made["inflater"] = {k: 3.0 * v for k, v in deltas["inflater"].items()}
+    if "mixer" in deltas:
+        made["mixer"] = {k: v + 0.5 * deltas["m2"][k] for k, v in deltas["mixer"].items()}
+    for h, out in made.items():
+        deltas[h] = comp.decode(comp.encode(out), shapes)
+
+
 def _poison_all(deltas, state, ds, inner, comp, window, model) -> None:
     """Turn the poisoners' honest updates into their attacks (``poisons.py``), compressed."""
     worker = build_model("tiny", vocab_size=ds.vocab_size, seed=0)
@@ -181,7 +213,6 @@ def _poison_all(deltas, state, ds, inner, comp, window, model) -> None:
         "hugger": poisons.hug(deltas["hugger"], generic, gain, 0.25),
         "ortho": poisons.orthogonal(deltas["ortho"], generic, 0.5),
         "heldout": poisons.on_support(deltas["heldout"], target, 0.5),
-        "inflater": {k: 3.0 * v for k, v in deltas["inflater"].items()},  # 3 x its honest update
     }
     for h, out in made.items():
         deltas[h] = comp.decode(comp.encode(out), shapes)

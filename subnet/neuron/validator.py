@@ -30,6 +30,7 @@ from ..scoring import (
     judge_matches,
     overlap_summary,
     score_window,
+    twins,
     update_moving,
 )
 from ..scoring.assess import WindowProbe, assess_window, own_subset
@@ -203,7 +204,7 @@ class Validator(BaseNeuron):
         # Measured as merged (clipped to the median norm), norms from the payloads, not decodes.
         norms = {hk: self.compressor.norm(u.payload, shapes) for hk, u in accepted.items()}
         evaluations, fits = assess_window(probe, deltas, own, random_ids, matches, match_ids,
-                                          heldout, norms)  # fmt: skip
+                                          heldout, norms, twins(matches, window))  # fmt: skip
         evaluations = [replace(ev, fraction=accepted[ev.hotkey].fraction) for ev in evaluations]
         self.fingerprints.record(window, prints)
         self.rt.metrics.log("fingerprints", window=window, overlap=overlap_summary(prints, history),

@@ -15,6 +15,7 @@ from subnet.scoring.copies import (
     index_overlap,
     judge_matches,
     overlap_summary,
+    twins,
 )
 from subnet.scoring.evidence import Specificity, specificity, usefulness
 from subnet.scoring.merge import merge_weights
@@ -35,6 +36,7 @@ __all__ = [
     "Specificity",
     "find_matches",
     "judge_matches",
+    "twins",
     "overlap_summary",
     "specificity",
     "usefulness",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import torch
@@ -72,17 +73,25 @@ class AsMerged(Mapping):
     ``3 x`` its honest update takes a larger share, though the holder clips it back to the
     median norm before merging (``scoring_sim.py``-style run: 0.70 of one window's scores).
     ``norms`` are the uploads' global L2 norms when the caller has them (a sparse codec computes
-    them from the payload); otherwise each upload is decoded once to measure it. Like ``deltas``,
-    decodes on every access.
+    them from the payload); otherwise each upload is decoded once to measure it. The median
+    counts each group of ``twins`` once, so copies of one upload cannot move it. Like
+    ``deltas``, decodes on every access.
     """
 
-    def __init__(self, deltas: Mapping[str, Delta], norms: Mapping[str, float] | None = None):
+    def __init__(
+        self,
+        deltas: Mapping[str, Delta],
+        norms: Mapping[str, float] | None = None,
+        twins: Mapping[str, str] | None = None,
+    ) -> None:
         self._deltas = deltas
-        names = sorted(deltas)
-        sizes = [norms[n] if norms is not None else global_norm(deltas[n]) for n in names]
-        self.scales: dict[str, float] = (
-            dict(zip(names, clip_scales(sizes), strict=True)) if names else {}
-        )
+        group = _grouper(twins)
+        sizes = {n: norms[n] if norms is not None else global_norm(deltas[n]) for n in deltas}
+        reps = sorted({group(n) for n in deltas})
+        median = statistics.median([sizes[n] for n in reps]) if reps else 0.0
+        self.scales: dict[str, float] = {
+            n: 1.0 if size <= median else median / size for n, size in sizes.items()
+        }
 
     def __getitem__(self, hotkey: str) -> Delta:
         delta, scale = self._deltas[hotkey], self.scales[hotkey]
@@ -95,23 +104,37 @@ class AsMerged(Mapping):
         return len(self._deltas)
 
 
-def leave_one_out(deltas: Mapping[str, Delta]) -> Callable[[str], Delta | None]:
+def leave_one_out(
+    deltas: Mapping[str, Delta], twins: Mapping[str, str] | None = None
+) -> Callable[[str], Delta | None]:
     """``hotkey -> mean of the other uploads``, each clipped to the median norm first.
 
     Leaving the upload itself out keeps its own specificity from being subtracted from it, and
-    clipping keeps one huge update from dominating everyone's reference. None for a lone upload
-    (its reference gain is then taken as 0).
+    clipping keeps one huge update from dominating everyone's reference. With ``twins``
+    (``copies.twins``) an upload's whole group of near-identical uploads is left out, and
+    every other group counts once. None for an upload with nothing else to compare with (its
+    reference gain is then taken as 0).
     """
+    group = _grouper(twins)
     names = sorted(deltas)
-    if len(names) < 2:
+    reps = sorted({group(n) for n in names})
+    if len(reps) < 2:
         return lambda _hk: None
-    clipped = dict(zip(names, clip_to_median_norm([deltas[n] for n in names]), strict=True))
-    total = {k: sum(c[k] for c in clipped.values()) for k in clipped[names[0]]}
-    scale = 1.0 / (len(names) - 1)
-    return lambda hk: {k: (total[k] - clipped[hk][k]) * scale for k in total}
+    clipped = dict(zip(reps, clip_to_median_norm([deltas[n] for n in reps]), strict=True))
+    total = {k: sum(c[k] for c in clipped.values()) for k in clipped[reps[0]]}
+    scale = 1.0 / (len(reps) - 1)
+    return lambda hk: {k: (total[k] - clipped[group(hk)][k]) * scale for k in total}
 
 
-def references(deltas: Mapping[str, Delta]) -> Callable[[str], tuple[str, Delta | None]]:
+def _grouper(twins: Mapping[str, str] | None) -> Callable[[str], str]:
+    """``hotkey -> its group's representative`` (itself when it has no twin)."""
+    twins = twins or {}
+    return lambda hk: twins.get(hk, hk)
+
+
+def references(
+    deltas: Mapping[str, Delta], twins: Mapping[str, str] | None = None
+) -> Callable[[str], tuple[str, Delta | None]]:
     """``hotkey -> (cache key, reference update)`` for the window's uploads.
 
     From ``COMMON_FROM`` uploads on, one shared reference (the mean of all, clipped) serves
@@ -119,13 +142,17 @@ def references(deltas: Mapping[str, Delta]) -> Callable[[str], tuple[str, Delta 
     shrinks every upload's excess by the same factor of about ``1 - 1/n``, which changes no
     share. Below that, the leave-one-out mean (a lone or paired upload would cancel itself).
 
+    ``twins`` (``copies.twins``) name the groups of near-identical uploads of the window: each
+    group enters the reference once, through its representative.
+
     ``deltas`` may decode on every access (the validator's uploads stay compressed): the shared
     reference is summed one upload at a time, so memory does not grow with the uploads.
     """
-    if len(deltas) < COMMON_FROM:
-        loo = leave_one_out(deltas)
-        return lambda hk: (f"loo/{hk}", loo(hk))
-    names = sorted(deltas)
+    group = _grouper(twins)
+    names = sorted({group(n) for n in deltas})
+    if len(names) < COMMON_FROM:
+        loo = leave_one_out(deltas, twins)
+        return lambda hk: (f"loo/{group(hk)}", loo(hk))
     scales = clip_scales([global_norm(deltas[n]) for n in names])
     common: dict[str, Tensor] = {}
     for name, scale in zip(names, scales, strict=True):
@@ -180,11 +207,13 @@ def assess_window(
     match_ids: Callable[[Match], Sequence[int]] | None = None,
     heldout_ids: Sequence[int] = (),
     norms: Mapping[str, float] | None = None,
+    twins: Mapping[str, str] | None = None,
 ) -> tuple[list[Evaluation], dict[Match, tuple[float, float]]]:
     """Evaluations of every upload, and ``(own, other)`` specificity for every match.
 
     Each upload is evaluated as merged (``AsMerged``: clipped to the window's median norm;
-    ``norms`` spare a decode per upload).
+    ``norms`` spare a decode per upload), against a reference that counts each group of
+    near-identical uploads of the window (``twins``) once.
 
     ``own_ids[hk]`` are the (validator-chosen, ``own_subset``) assigned samples evaluated for
     ``hk``; ``match_ids(m)`` the samples of ``m.source`` in ``m.window`` to compare with. The
@@ -194,9 +223,9 @@ def assess_window(
     ``heldout_ids`` (``draws.heldout_draw``, a draw from the reported held-out set) each upload
     is also measured there (1 pass on those samples, plus 1 for the model itself, once).
     """
-    deltas = AsMerged(deltas, norms)
+    deltas = AsMerged(deltas, norms, twins)
     base_rand = probe.losses(None, random_ids)
-    reference_of = references(deltas)
+    reference_of = references(deltas, twins)
     rand_gains: dict[str, tuple[list[float], list[float]]] = {}
     specs: dict[str, Specificity] = {}
     evaluations = []

@@ -132,6 +132,31 @@ def find_matches(
     return sorted(out, key=lambda m: (m.hotkey, m.window, m.source))
 
 
+def twins(matches: Iterable[Match], window: int) -> dict[str, str]:
+    """``hotkey -> representative`` for the uploads of ``window`` that match each other.
+
+    Near-identical uploads of one window (a copy and its original, whichever is which) form one
+    group, named by its first hotkey in sorted order; a hotkey in no group is absent. The
+    reference an upload is measured against counts each group once (``assess.references``):
+    counted twice, the original's own-data specificity would sit in the reference at double
+    weight and a copier would lower its victim's pay without ever being paid itself.
+    """
+    parent: dict[str, str] = {}
+
+    def root(hk: str) -> str:
+        while parent.get(hk, hk) != hk:
+            hk = parent[hk]
+        return hk
+
+    for m in matches:
+        if m.window != window or m.hotkey == m.source:
+            continue
+        a, b = sorted((root(m.hotkey), root(m.source)))
+        parent.setdefault(a, a)
+        parent[b] = a
+    return {hk: root(hk) for hk in parent}
+
+
 def judge_matches(
     matches: Iterable[Match], fits: Mapping[Match, tuple[float, float]]
 ) -> dict[str, str]:

@@ -13,7 +13,14 @@ import pytest
 import torch
 
 from subnet.model import build_model, evaluate_loss
-from subnet.scoring import Match, ScoringConfig, find_matches, judge_matches, score_window
+from subnet.scoring import (
+    Match,
+    ScoringConfig,
+    find_matches,
+    judge_matches,
+    score_window,
+    twins,
+)
 from subnet.scoring.assess import (
     WindowProbe,
     assess_window,
@@ -67,6 +74,21 @@ def test_from_four_uploads_one_shared_clipped_mean_is_everyones_reference() -> N
                 * min(1.0, median / 5**0.5) + torch.tensor([median, 0.0])) / 4  # fmt: skip
     assert torch.allclose(common["w"], expected)
     assert references({"a": deltas["a"], "b": deltas["b"]})("a")[0] == "loo/a"
+
+
+def test_a_group_of_twins_enters_the_reference_once() -> None:
+    deltas = {hk: {"w": torch.tensor([float(i), 1.0])} for i, hk in enumerate("abcd")}
+    with_copy = {**deltas, "e": {"w": torch.tensor([0.0, 1.0])}}  # e copies a
+    key, common = references(with_copy, {"a": "a", "e": "a"})("e")
+    assert key == "common"
+    assert torch.allclose(common["w"], references(deltas)("a")[1]["w"])
+    # Below four groups, each upload's reference leaves its whole group out (equal norms here,
+    # so no clipping).
+    a, b = {"w": torch.tensor([0.0, 1.0])}, {"w": torch.tensor([1.0, 0.0])}
+    loo = leave_one_out({"a": a, "b": b, "e": dict(a)}, {"a": "a", "e": "a"})
+    assert torch.equal(loo("a")["w"], b["w"]) and torch.equal(loo("e")["w"], b["w"])
+    assert torch.equal(loo("b")["w"], a["w"])
+    assert leave_one_out({"a": a, "e": dict(a)}, {"a": "a", "e": "a"})("a") is None
 
 
 def test_probe_losses_match_evaluate_loss_and_leave_the_model_unchanged() -> None:
@@ -156,3 +178,32 @@ def test_an_upload_is_measured_as_merged_so_sending_it_bigger_buys_nothing(train
     assert {ev.hotkey: ev.scale for ev in again} == pytest.approx(
         {ev.hotkey: ev.scale for ev in got.values()}, rel=1e-6
     )
+
+
+def test_a_copier_does_not_lower_its_victim_s_evidence(trained) -> None:
+    model, state, own, deltas = trained
+
+    def probe():  # a fresh one per window: a probe caches losses by reference
+        return WindowProbe(model, state, batches)
+
+    random_ids = list(range(192, 256))
+    alone = {ev.hotkey: ev for ev in assess_window(probe(), deltas, own, random_ids)[0]}
+    copied = {**deltas, "copier": {k: v.clone() for k, v in deltas["a"].items()}}
+    own_copied = {**own, "copier": list(range(128, 192))}
+    support = {hk: frozenset(range(10)) if hk != "b" else frozenset(range(50, 60)) for hk in copied}
+    matches = find_matches(3, support, {}, ScoringConfig())
+    counted_twice = {
+        ev.hotkey: ev for ev in assess_window(probe(), copied, own_copied, random_ids, matches,
+                                              lambda m: own_copied[m.source])[0]
+    }  # fmt: skip
+    once = {
+        ev.hotkey: ev for ev in assess_window(probe(), copied, own_copied, random_ids, matches,
+                                              lambda m: own_copied[m.source],
+                                              twins=twins(matches, 3))[0]
+    }  # fmt: skip
+    # Without twins the victim's own update sits in its reference and its excess shrinks; with
+    # them the reference is what it was with no copier at all.
+    assert counted_twice["a"].specific.mean < 0.9 * alone["a"].specific.mean
+    assert once["a"].specific.mean == pytest.approx(alone["a"].specific.mean, rel=1e-4)
+    assert once["b"].specific.mean == pytest.approx(alone["b"].specific.mean, rel=1e-4)
+    assert once["copier"].specific.proven(2.0) == 0.0

@@ -16,6 +16,7 @@ from subnet.scoring import (
     index_overlap,
     judge_matches,
     overlap_summary,
+    twins,
 )
 
 CFG = ScoringConfig(copy_overlap=0.9)
@@ -137,3 +138,13 @@ def test_overlap_summary_reports_the_largest_overlap_per_upload() -> None:
     )
     assert summary == {"a": {"c": 1.0, "1/a": 1.0}, "b": {"a": 0.2, "1/a": 0.2},
                        "c": {"a": 1.0, "1/a": 1.0}}  # fmt: skip
+
+
+def test_twins_group_the_window_s_near_identical_uploads_under_their_first_hotkey() -> None:
+    matches = [Match("b", "c", 5, 0.92), Match("c", "b", 5, 0.92), Match("a", "b", 5, 0.95),
+               Match("b", "a", 5, 0.95), Match("d", "a", 4, 1.0), Match("e", "e", 4, 1.0)]  # fmt: skip
+    # a-b and b-c chain into one group; a past window's match (d replays a@4) and a self-replay
+    # are not twins of this window.
+    assert twins(matches, 5) == {"a": "a", "b": "a", "c": "a"}
+    assert twins(matches, 4) == {"a": "a", "d": "a"}
+    assert twins([], 5) == {}
