@@ -33,6 +33,7 @@ ALL_ATTACKS = ("copier", "noisy_copier", "stale_replayer", "lazy_trainer", "subt
                "inflater", "free_rider", "late_uploader", "malformed_sender",
                "envelope_replayer")  # fmt: skip
 COPIES = ("copier", "noisy_copier", "stale_replayer", "envelope_replayer")  # they need victims
+HONEST_WORK = ("inflater",)  # they train honestly: their target is an honest miner's pay, no more
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -156,18 +157,31 @@ def _collect(root: Path, graph, names: dict[str, list[str]]) -> dict:
     scores = [
         r for path in validators for r in read_records(path, "scores") if r["window"] >= first
     ]
-    groups = {}
-    for group, hotkeys in names.items():
-        groups[group] = {
+
+    def shares(hotkeys: list[str]) -> dict:
+        return {
             "validator_weight_share": [round(sum(w.get(str(uid[h]), 0.0) for h in hotkeys), 4)
                                        for w in last_weights],
             "incentive": round(sum(incentive[h] for h in hotkeys), 4),
             "merge_weight_share": _merge_share(merged, hotkeys),
             "merge_weight_share_reported": _merge_share(reported, hotkeys),
-            "verdicts": dict(Counter(r["verdicts"][h][0] for r in scores for h in hotkeys
-                                     if h in r["verdicts"])),
         }  # fmt: skip
+
+    groups = {}
+    for group, hotkeys in names.items():
+        groups[group] = {**shares(hotkeys), "verdicts": dict(Counter(
+            r["verdicts"][h][0] for r in scores for h in hotkeys if h in r["verdicts"]))}  # fmt: skip
     groups["honest"]["overlap"] = _honest_overlap(validators, set(names["honest"]))
+    # The best single honest miner, measure by measure: what an attacker that does the honest
+    # work (an inflater) may earn, and no more.
+    singles = [shares([h]) for h in names["honest"]]
+    groups["honest"]["best_single"] = {
+        "validator_weight_share": [max(s["validator_weight_share"][i] for s in singles)
+                                   for i in range(len(last_weights))],
+        "incentive": max(s["incentive"] for s in singles),
+        "merge_weight_share_reported": max(s["merge_weight_share_reported"] or 0.0
+                                           for s in singles),
+    }  # fmt: skip
     return {
         "groups": groups,
         "heldout_loss": [round(v["heldout_loss"], 4) for v in versions],
@@ -225,19 +239,30 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def targets(record: dict) -> dict:
-    """Each attacker kind <= 1 % everywhere; honest keep >= 95 %; loss within 2 % of clean.
+    """Each attacker kind <= 1 % everywhere (an attacker that does the honest work, the
+    inflater: no more than the best honest miner, measure by measure); honest keep >= 95 %;
+    loss within 2 % of clean.
 
     Merge shares are taken over the windows the validators reported on; windows merged without
     reports (bootstrap) are counted in ``windows_without_reports`` and ``merge_weight_share``.
     """
     groups = record["attacked"]["groups"]
+    h = groups["honest"]
     out = {}
     for kind in record["attacks"]:
         g = groups[kind]
-        worst = max([*g["validator_weight_share"], g["incentive"],
-                     g["merge_weight_share_reported"] or 0.0])  # fmt: skip
-        out[f"{kind}_le_1pct"] = worst <= 0.01
-    h = groups["honest"]
+        got = [
+            *g["validator_weight_share"],
+            g["incentive"],
+            g["merge_weight_share_reported"] or 0.0,
+        ]
+        if kind in HONEST_WORK and "best_single" in h:
+            best = h["best_single"]
+            limit = [*best["validator_weight_share"], best["incentive"],
+                     best["merge_weight_share_reported"]]  # fmt: skip
+            out[f"{kind}_le_best_honest"] = all(a <= b for a, b in zip(got, limit, strict=True))
+            continue
+        out[f"{kind}_le_1pct"] = max(got) <= 0.01
     out["honest_keep_ge_95pct"] = min([*h["validator_weight_share"], h["incentive"],
                                        h["merge_weight_share_reported"] or 0.0]) >= 0.95  # fmt: skip
     if "loss_over_clean" in record:

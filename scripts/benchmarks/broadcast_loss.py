@@ -17,12 +17,11 @@ import argparse
 
 import torch
 
-from benchmarks.common import ensure_dataset, envelope_bytes, environment, setup
-from benchmarks.convergence import METHODS, _streams, worker_round
-from subnet.compression import ErrorFeedback, build_compressor, encode_patch
+from benchmarks.common import ensure_dataset, environment, setup
+from benchmarks.convergence import METHODS, _streams, publish_version, worker_round
+from subnet.compression import ErrorFeedback, build_compressor
 from subnet.data import TokenDataset
 from subnet.model import build_model, evaluate_loss
-from subnet.storage.keys import ObjectKind
 from subnet.training import (
     InnerConfig,
     aggregate,
@@ -53,11 +52,8 @@ def _train(args: argparse.Namespace, ds: TokenDataset, streams: list, budget: in
         up += sent
         target = {k: v.clone() for k, v in start.items()}
         outer.step(target, aggregate(decoded, None, agg_cfg))
-        if spars is None:
-            down += envelope_bytes(encode_patch(start, target), ObjectKind.MODEL_PATCH)
-        else:
-            target, delta = spars.reduce(start, target)
-            down += envelope_bytes(delta.payload, ObjectKind.MODEL_DELTA)
+        target, sent = publish_version(start, target, spars)
+        down += sent
         load_parameters(model, target)
         losses.append(round(evaluate_loss(model, heldout), 4))
     return {"heldout_loss": losses, "final_loss": losses[-1],

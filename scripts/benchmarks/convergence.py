@@ -170,6 +170,16 @@ def worker_round(
     return decoded, up
 
 
+def publish_version(start: dict, target: dict, spars: Resparsifier | None) -> tuple[dict, int]:
+    """What the holder publishes after a round from ``start`` to ``target``: the state peers
+    rebuild and the bytes each downloads (a lossless patch, or with ``spars`` the re-sparsified
+    state and its signed delta)."""
+    if spars is None:
+        return target, envelope_bytes(encode_patch(start, target), ObjectKind.MODEL_PATCH)
+    published, delta = spars.reduce(start, target)
+    return published, envelope_bytes(delta.payload, ObjectKind.MODEL_DELTA)
+
+
 def _local_sgd(
     model: torch.nn.Module,
     streams: list,
@@ -196,12 +206,10 @@ def _local_sgd(
                                      compressor)  # fmt: skip
         up += sent
         outer.step(params, aggregate(decoded, None, agg_cfg))
-        if spars is None:
-            down += envelope_bytes(encode_patch(start, snapshot(model)), ObjectKind.MODEL_PATCH)
-        else:  # the next round starts from what the holder published
-            published, delta = spars.reduce(start, snapshot(model))
+        published, sent = publish_version(start, snapshot(model), spars)
+        if spars is not None:  # the next round starts from what the holder published
             load_parameters(model, published)
-            down += envelope_bytes(delta.payload, ObjectKind.MODEL_DELTA)
+        down += sent
     return round(up / len(streams)), down  # per worker; every worker downloads the same version
 
 

@@ -27,3 +27,23 @@ def test_unknown_attack_is_one_error_line() -> None:
 def test_the_benchmark_runs_every_attack_there_is() -> None:
     assert set(adversarial.ALL_ATTACKS) == set(attackers.ATTACKS)
     assert set(adversarial.COPIES) <= set(attackers.ATTACKS)
+
+
+def test_targets_are_one_percent_or_for_honest_work_the_best_honest_miner() -> None:
+    def group(validators, incentive, merge):
+        return {"validator_weight_share": validators, "incentive": incentive,
+                "merge_weight_share_reported": merge}  # fmt: skip
+
+    honest = {**group([0.9, 0.95], 0.96, 0.97),
+              "best_single": group([0.3, 0.2], 0.25, 0.2)}  # fmt: skip
+    record = {"attacks": ["copier", "inflater", "lazy_trainer"], "loss_over_clean": 1.01,
+              "attacked": {"groups": {"honest": honest, "copier": group([0.0, 0.005], 0.0, 0.0),
+                                      "inflater": group([0.3, 0.19], 0.2, 0.21),
+                                      "lazy_trainer": group([0.02, 0.0], 0.0, None)}}}  # fmt: skip
+    assert adversarial.targets(record) == {
+        "copier_le_1pct": True, "inflater_le_best_honest": False,  # its merge share: 0.21 > 0.2
+        "lazy_trainer_le_1pct": False, "honest_keep_ge_95pct": False,
+        "loss_within_2pct_of_clean": True,
+    }  # fmt: skip
+    record["attacked"]["groups"]["inflater"]["merge_weight_share_reported"] = 0.2
+    assert adversarial.targets(record)["inflater_le_best_honest"] is True
