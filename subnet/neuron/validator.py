@@ -201,10 +201,13 @@ class Validator(BaseNeuron):
                             lambda ids: corpus_batches(self.data, ids, p.inner.micro_batch))  # fmt: skip
         random_ids = random_sample_ids(n, self.data.split_samples("train"))
         heldout = heldout_draw(p.scoring.heldout_samples, heldout_size(self.data))
-        # Measured as merged (clipped to the median norm), norms from the payloads, not decodes.
+        # Measured as merged: clipped to the median norm of the miners this validator pays
+        # (fresh hotkeys cannot pull it down), norms from the payloads, not decodes.
         norms = {hk: self.compressor.norm(u.payload, shapes) for hk, u in accepted.items()}
+        standing = {hk for hk, score in self.moving.items() if score > 0}
         evaluations, fits = assess_window(probe, deltas, own, random_ids, matches, match_ids,
-                                          heldout, norms, twins(matches, window))  # fmt: skip
+                                          heldout, norms, twins(matches, window),
+                                          standing)  # fmt: skip
         evaluations = [replace(ev, fraction=accepted[ev.hotkey].fraction) for ev in evaluations]
         self.fingerprints.record(window, prints)
         self.rt.metrics.log("fingerprints", window=window, overlap=overlap_summary(prints, history),

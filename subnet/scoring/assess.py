@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 
 import torch
 import torch.nn.functional as F
@@ -73,9 +73,14 @@ class AsMerged(Mapping):
     ``3 x`` its honest update takes a larger share, though the holder clips it back to the
     median norm before merging (``scoring_sim.py``-style run: 0.70 of one window's scores).
     ``norms`` are the uploads' global L2 norms when the caller has them (a sparse codec computes
-    them from the payload); otherwise each upload is decoded once to measure it. The median
-    counts each group of ``twins`` once, so copies of one upload cannot move it. Like
-    ``deltas``, decodes on every access.
+    them from the payload); otherwise each upload is decoded once to measure it.
+
+    Who sets the median: each group of ``twins`` once, so copies of one upload cannot move it;
+    never an all-zero upload; and of the rest, the senders in ``standing`` (the validator's
+    miners with a positive moving score) when any of them uploaded. The holder takes the median
+    over the uploads it merges; without those rules a flood of zero or near-zero uploads from
+    fresh hotkeys would pull the median to 0 and every honest upload would be measured as
+    nothing. Like ``deltas``, decodes on every access.
     """
 
     def __init__(
@@ -83,12 +88,14 @@ class AsMerged(Mapping):
         deltas: Mapping[str, Delta],
         norms: Mapping[str, float] | None = None,
         twins: Mapping[str, str] | None = None,
+        standing: Set[str] = frozenset(),
     ) -> None:
         self._deltas = deltas
         group = _grouper(twins)
         sizes = {n: norms[n] if norms is not None else global_norm(deltas[n]) for n in deltas}
-        reps = sorted({group(n) for n in deltas})
-        median = statistics.median([sizes[n] for n in reps]) if reps else 0.0
+        reps = sorted({group(n) for n in deltas if sizes[n] > 0})
+        reps = [n for n in reps if n in standing] or reps
+        median = statistics.median([sizes[n] for n in reps]) if reps else math.inf
         self.scales: dict[str, float] = {
             n: 1.0 if size <= median else median / size for n, size in sizes.items()
         }
@@ -208,12 +215,14 @@ def assess_window(
     heldout_ids: Sequence[int] = (),
     norms: Mapping[str, float] | None = None,
     twins: Mapping[str, str] | None = None,
+    standing: Set[str] = frozenset(),
 ) -> tuple[list[Evaluation], dict[Match, tuple[float, float]]]:
     """Evaluations of every upload, and ``(own, other)`` specificity for every match.
 
-    Each upload is evaluated as merged (``AsMerged``: clipped to the window's median norm;
-    ``norms`` spare a decode per upload), against a reference that counts each group of
-    near-identical uploads of the window (``twins``) once.
+    Each upload is evaluated as merged (``AsMerged``: clipped to the window's median norm, set
+    by the senders in ``standing`` when any uploaded; ``norms`` spare a decode per upload),
+    against a reference that counts each group of near-identical uploads of the window
+    (``twins``) once.
 
     ``own_ids[hk]`` are the (validator-chosen, ``own_subset``) assigned samples evaluated for
     ``hk``; ``match_ids(m)`` the samples of ``m.source`` in ``m.window`` to compare with. The
@@ -223,7 +232,7 @@ def assess_window(
     ``heldout_ids`` (``draws.heldout_draw``, a draw from the reported held-out set) each upload
     is also measured there (1 pass on those samples, plus 1 for the model itself, once).
     """
-    deltas = AsMerged(deltas, norms, twins)
+    deltas = AsMerged(deltas, norms, twins, standing)
     base_rand = probe.losses(None, random_ids)
     reference_of = references(deltas, twins)
     rand_gains: dict[str, tuple[list[float], list[float]]] = {}

@@ -22,6 +22,7 @@ from subnet.scoring import (
     twins,
 )
 from subnet.scoring.assess import (
+    AsMerged,
     WindowProbe,
     assess_window,
     leave_one_out,
@@ -89,6 +90,29 @@ def test_a_group_of_twins_enters_the_reference_once() -> None:
     assert torch.equal(loo("a")["w"], b["w"]) and torch.equal(loo("e")["w"], b["w"])
     assert torch.equal(loo("b")["w"], a["w"])
     assert leave_one_out({"a": a, "e": dict(a)}, {"a": "a", "e": "a"})("a") is None
+
+
+def test_the_median_norm_is_set_by_real_uploads_of_miners_with_standing() -> None:
+    def up(x: float) -> dict[str, torch.Tensor]:
+        return {"w": torch.tensor([x, 0.0])}
+
+    honest = {"a": up(1.0), "b": up(2.0)}
+    # All-zero uploads never set the median: a flood of them cannot clip honest ones to nothing.
+    zeros = AsMerged({**honest, **{f"z{i}": up(0.0) for i in range(5)}})
+    assert zeros.scales == {"a": 1.0, "b": 0.75, **{f"z{i}": 1.0 for i in range(5)}}
+    # Near-zero uploads from fresh hotkeys: the miners with standing set the median.
+    tiny = {**honest, **{f"t{i}": up(1e-6) for i in range(5)}}
+    assert AsMerged(tiny).scales["b"] == pytest.approx(1e-6 / 2.0)
+    assert AsMerged(tiny, standing={"a", "b", "gone"}).scales["b"] == 0.75
+    # Nobody with standing uploaded: every real upload counts; nothing real: nothing is clipped.
+    assert AsMerged(honest, standing={"gone"}).scales == {"a": 1.0, "b": 0.75}
+    assert AsMerged({"z": up(0.0)}).scales == {"z": 1.0}
+    # The norms given are used as they are; a group of twins counts once.
+    given = AsMerged({**honest, "c": up(3.0)}, norms={"a": 1.0, "b": 2.0, "c": 4.0})
+    assert given.scales == {"a": 1.0, "b": 1.0, "c": 0.5}
+    twinned = AsMerged({**honest, "c": up(2.0)}, twins={"b": "b", "c": "b"})
+    assert twinned.scales == {"a": 1.0, "b": 0.75, "c": 0.75}
+    assert torch.equal(twinned["c"]["w"], torch.tensor([1.5, 0.0]))
 
 
 def test_probe_losses_match_evaluate_loss_and_leave_the_model_unchanged() -> None:
