@@ -240,8 +240,8 @@ def run(args: argparse.Namespace) -> dict:
 
 def targets(record: dict) -> dict:
     """Each attacker kind <= 1 % everywhere (an attacker that does the honest work, the
-    inflater: no more than the best honest miner, measure by measure); honest keep >= 95 %;
-    loss within 2 % of clean.
+    inflater: no more than the best honest miner, measure by measure); the honest miners (with
+    the honest-work attackers) keep >= 95 %; loss within 2 % of clean.
 
     Merge shares are taken over the windows the validators reported on; windows merged without
     reports (bootstrap) are counted in ``windows_without_reports`` and ``merge_weight_share``.
@@ -263,8 +263,13 @@ def targets(record: dict) -> dict:
             out[f"{kind}_le_best_honest"] = all(a <= b for a, b in zip(got, limit, strict=True))
             continue
         out[f"{kind}_le_1pct"] = max(got) <= 0.01
-    out["honest_keep_ge_95pct"] = min([*h["validator_weight_share"], h["incentive"],
-                                       h["merge_weight_share_reported"] or 0.0]) >= 0.95  # fmt: skip
+    # The honest work keeps 95 %: the honest miners, and what an honest-work attacker may earn.
+    work = [h, *(groups[k] for k in record["attacks"] if k in HONEST_WORK)]
+    kept = [sum(g["validator_weight_share"][i] for g in work)
+            for i in range(len(h["validator_weight_share"]))]  # fmt: skip
+    kept += [sum(g["incentive"] for g in work),
+             sum(g["merge_weight_share_reported"] or 0.0 for g in work)]  # fmt: skip
+    out["honest_keep_ge_95pct"] = min(kept) >= 0.95
     if "loss_over_clean" in record:
         out["loss_within_2pct_of_clean"] = record["loss_over_clean"] <= 1.02
     return out

@@ -75,12 +75,12 @@ class AsMerged(Mapping):
     ``norms`` are the uploads' global L2 norms when the caller has them (a sparse codec computes
     them from the payload); otherwise each upload is decoded once to measure it.
 
-    Who sets the median: each group of ``twins`` once, so copies of one upload cannot move it;
-    never an all-zero upload; and of the rest, the senders in ``standing`` (the validator's
-    miners with a positive moving score) when any of them uploaded. The holder takes the median
-    over the uploads it merges; without those rules a flood of zero or near-zero uploads from
-    fresh hotkeys would pull the median to 0 and every honest upload would be measured as
-    nothing. Like ``deltas``, decodes on every access.
+    Who sets the median: never an all-zero upload; the senders in ``standing`` (the validator's
+    miners with a positive moving score) when any of them uploaded; otherwise every group of
+    ``twins`` once, at its largest member's norm (a near-zero copy cannot stand in for its
+    original). The holder takes its median over the uploads it merges; without these rules a
+    flood of zero or near-zero uploads from fresh hotkeys would pull the median to 0 and every
+    honest upload would be measured as nothing. Like ``deltas``, decodes on every access.
     """
 
     def __init__(
@@ -91,11 +91,16 @@ class AsMerged(Mapping):
         standing: Set[str] = frozenset(),
     ) -> None:
         self._deltas = deltas
-        group = _grouper(twins)
+        group = _grouper(twins, deltas)
         sizes = {n: norms[n] if norms is not None else global_norm(deltas[n]) for n in deltas}
-        reps = sorted({group(n) for n in deltas if sizes[n] > 0})
-        reps = [n for n in reps if n in standing] or reps
-        median = statistics.median([sizes[n] for n in reps]) if reps else math.inf
+        real = {n: size for n, size in sizes.items() if size > 0}
+        setters = [size for n, size in real.items() if n in standing]
+        if not setters:
+            largest: dict[str, float] = {}
+            for n, size in real.items():
+                largest[group(n)] = max(size, largest.get(group(n), 0.0))
+            setters = list(largest.values())
+        median = statistics.median(setters) if setters else math.inf
         self.scales: dict[str, float] = {
             n: 1.0 if size <= median else median / size for n, size in sizes.items()
         }
@@ -122,7 +127,7 @@ def leave_one_out(
     every other group counts once. None for an upload with nothing else to compare with (its
     reference gain is then taken as 0).
     """
-    group = _grouper(twins)
+    group = _grouper(twins, deltas)
     names = sorted(deltas)
     reps = sorted({group(n) for n in names})
     if len(reps) < 2:
@@ -133,9 +138,10 @@ def leave_one_out(
     return lambda hk: {k: (total[k] - clipped[group(hk)][k]) * scale for k in total}
 
 
-def _grouper(twins: Mapping[str, str] | None) -> Callable[[str], str]:
-    """``hotkey -> its group's representative`` (itself when it has no twin)."""
-    twins = twins or {}
+def _grouper(twins: Mapping[str, str] | None, deltas: Mapping[str, Delta]) -> Callable[[str], str]:
+    """``hotkey -> its group's representative`` (itself when it has no twin, or when the
+    representative named is not among ``deltas``)."""
+    twins = {hk: rep for hk, rep in (twins or {}).items() if rep in deltas}
     return lambda hk: twins.get(hk, hk)
 
 
@@ -155,7 +161,7 @@ def references(
     ``deltas`` may decode on every access (the validator's uploads stay compressed): the shared
     reference is summed one upload at a time, so memory does not grow with the uploads.
     """
-    group = _grouper(twins)
+    group = _grouper(twins, deltas)
     names = sorted({group(n) for n in deltas})
     if len(names) < COMMON_FROM:
         loo = leave_one_out(deltas, twins)

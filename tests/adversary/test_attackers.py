@@ -42,8 +42,15 @@ def test_targets_are_one_percent_or_for_honest_work_the_best_honest_miner() -> N
                                       "lazy_trainer": group([0.02, 0.0], 0.0, None)}}}  # fmt: skip
     assert adversarial.targets(record) == {
         "copier_le_1pct": True, "inflater_le_best_honest": False,  # its merge share: 0.21 > 0.2
-        "lazy_trainer_le_1pct": False, "honest_keep_ge_95pct": False,
+        "lazy_trainer_le_1pct": False, "honest_keep_ge_95pct": True,
         "loss_within_2pct_of_clean": True,
     }  # fmt: skip
     record["attacked"]["groups"]["inflater"]["merge_weight_share_reported"] = 0.2
     assert adversarial.targets(record)["inflater_le_best_honest"] is True
+    # The honest work keeps 95 %, the inflater's honest-work pay counted in with the honest.
+    groups = record["attacked"]["groups"]
+    groups["honest"] |= group([0.7, 0.8], 0.79, 0.78)
+    groups["inflater"] |= group([0.1, 0.1], 0.1, 0.1)
+    assert adversarial.targets(record)["honest_keep_ge_95pct"] is False  # 0.8 of validator 1
+    groups["inflater"] |= group([0.25, 0.16], 0.17, 0.2)
+    assert adversarial.targets(record)["honest_keep_ge_95pct"] is True

@@ -113,6 +113,12 @@ def test_the_median_norm_is_set_by_real_uploads_of_miners_with_standing() -> Non
     twinned = AsMerged({**honest, "c": up(2.0)}, twins={"b": "b", "c": "b"})
     assert twinned.scales == {"a": 1.0, "b": 0.75, "c": 0.75}
     assert torch.equal(twinned["c"]["w"], torch.tensor([1.5, 0.0]))
+    # A near-zero copy that sorts first (its group's representative) stands in for nobody: a
+    # group counts at its largest member, and miners with standing count as themselves.
+    shadows = {**honest, "0a": up(1e-7), "0b": up(1e-7)}
+    pairs = {"0a": "0a", "a": "0a", "0b": "0b", "b": "0b"}
+    assert AsMerged(shadows, twins=pairs).scales["b"] == 0.75
+    assert AsMerged(shadows, twins=pairs, standing={"a", "b"}).scales["b"] == 0.75
 
 
 def test_probe_losses_match_evaluate_loss_and_leave_the_model_unchanged() -> None:
@@ -187,10 +193,14 @@ def test_an_upload_is_measured_as_merged_so_sending_it_bigger_buys_nothing(train
     assert 3 * norms["a"] > median
     inflated = {**honest, "a": {k: 3 * v for k, v in honest["a"].items()}}
     at_median = {**honest, "a": {k: v * (median / norms["a"]) for k, v in honest["a"].items()}}
-    probe = WindowProbe(model, state, batches)
     random_ids = list(range(192, 256))
-    got = {ev.hotkey: ev for ev in assess_window(probe, inflated, own, random_ids)[0]}
-    want = {ev.hotkey: ev for ev in assess_window(probe, at_median, own, random_ids)[0]}
+
+    def measured(deltas, **kw):  # a fresh probe each time: a probe caches losses by reference
+        probe = WindowProbe(model, state, batches)
+        return assess_window(probe, deltas, own, random_ids, **kw)[0]
+
+    got = {ev.hotkey: ev for ev in measured(inflated)}
+    want = {ev.hotkey: ev for ev in measured(at_median)}
     assert got["a"].scale == pytest.approx(median / (3 * norms["a"]), rel=1e-6)
     assert want["a"].scale == pytest.approx(1.0)
     for hk in ("a", "b", "c"):
@@ -198,7 +208,7 @@ def test_an_upload_is_measured_as_merged_so_sending_it_bigger_buys_nothing(train
         assert got[hk].specific.mean == pytest.approx(want[hk].specific.mean, rel=1e-3, abs=1e-7)
     # Given norms (a sparse codec's, from the payload) are used as they are.
     given = {**{hk: norms[hk] for hk in honest}, "a": 3 * norms["a"]}
-    again = assess_window(probe, inflated, own, random_ids, norms=given)[0]
+    again = measured(inflated, norms=given)
     assert {ev.hotkey: ev.scale for ev in again} == pytest.approx(
         {ev.hotkey: ev.scale for ev in got.values()}, rel=1e-6
     )
