@@ -25,12 +25,7 @@ from pathlib import Path
 
 from subnet.cli import ArgParser, run_guarded
 from subnet.data import TokenDataset
-from subnet.localnet.calibrate import (
-    Calibration,
-    measure_forward_seconds,
-    measure_step_seconds,
-    window_blocks_for,
-)
+from subnet.localnet.calibrate import Calibration, calibrate
 from subnet.localnet.diagnose import stall_reason
 from subnet.localnet.run import LocalRun, NeuronsExited, RunSettings
 from subnet.logs import setup_logging
@@ -150,11 +145,8 @@ def main() -> int:
 def calibrated_window(settings: RunSettings, headroom: float = 1.5) -> Calibration:
     """The window and deadlines that fit this machine now (see subnet/localnet/calibrate.py)."""
     vocab = TokenDataset.from_folder(Path(settings.data_dir) / settings.dataset, 64).vocab_size
-    step_s = measure_step_seconds(settings.preset, vocab, seq_len=64, micro_batch=8)
-    forward_s = measure_forward_seconds(settings.preset, vocab, seq_len=64, micro_batch=8)
-    cal = window_blocks_for(step_s, settings.inner_steps, settings.block_time, settings.miners,
-                            forward_s=forward_s,
-                            validators=settings.validators, headroom=headroom)  # fmt: skip
+    cal = calibrate(settings.preset, vocab, settings.inner_steps, settings.block_time,
+                    settings.miners, validators=settings.validators, headroom=headroom)  # fmt: skip
     print(cal.describe(settings.block_time), flush=True)
     return cal
 

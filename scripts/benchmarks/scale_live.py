@@ -34,12 +34,7 @@ from typing import Any
 
 from benchmarks.common import REPO, ensure_dataset, environment
 from subnet.data import TokenDataset
-from subnet.localnet.calibrate import (
-    Calibration,
-    measure_forward_seconds,
-    measure_step_seconds,
-    window_blocks_for,
-)
+from subnet.localnet.calibrate import Calibration, calibrate
 from subnet.localnet.run import LocalRun, RunSettings
 from subnet.monitor.report import traffic
 from subnet.monitor.report.load import load_run, metrics_files, read_jsonl
@@ -239,12 +234,9 @@ def _settings(args: argparse.Namespace) -> tuple[LiveSettings, Calibration]:
                             inner_steps=args.inner_steps, min_steps=max(1, args.inner_steps // 2),
                             eval_samples=args.eval_samples)  # fmt: skip
     vocab = TokenDataset.from_folder(data, 64).vocab_size
-    step_s = measure_step_seconds(settings.preset, vocab, seq_len=64, micro_batch=8)
-    forward_s = measure_forward_seconds(settings.preset, vocab, seq_len=64, micro_batch=8)
-    cal = window_blocks_for(step_s, settings.inner_steps, settings.block_time, settings.miners,
-                            forward_s=forward_s,
-                            validators=settings.validators, eval_samples=args.eval_samples,
-                            headroom=args.headroom)  # fmt: skip
+    cal = calibrate(settings.preset, vocab, settings.inner_steps, settings.block_time,
+                    settings.miners, validators=settings.validators,
+                    eval_samples=args.eval_samples, headroom=args.headroom)  # fmt: skip
     settings.window_blocks = cal.window_blocks
     settings.upload_deadline, settings.report_deadline = cal.upload_deadline, cal.report_deadline
     return settings, cal

@@ -169,3 +169,26 @@ def window_blocks_for(
             score += extra // 5
             split = (minimum, upload, upload + score)
     return Calibration(step_s, contended, *split, eval_s=eval_s)
+
+
+def calibrate(
+    preset: str,
+    vocab_size: int,
+    inner_steps: int,
+    block_time: float,
+    miners: int,
+    *,
+    validators: int = 2,
+    eval_samples: int = 64,
+    headroom: float = 1.5,
+    seq_len: int = 64,
+    micro_batch: int = 8,
+) -> Calibration:
+    """Time an inner step and an evaluation forward pass of ``preset`` on this machine now, and
+    size the window for them (``window_blocks_for``)."""
+    step_s = measure_step_seconds(preset, vocab_size, seq_len=seq_len, micro_batch=micro_batch)
+    forward_s = measure_forward_seconds(preset, vocab_size, seq_len=seq_len,
+                                        micro_batch=micro_batch)  # fmt: skip
+    return window_blocks_for(step_s, inner_steps, block_time, miners, validators=validators,
+                             eval_samples=eval_samples, micro_batch=micro_batch,
+                             headroom=headroom, forward_s=forward_s)  # fmt: skip

@@ -104,6 +104,7 @@ class AsMerged(Mapping):
         self.scales: dict[str, float] = {
             n: 1.0 if size <= median else median / size for n, size in sizes.items()
         }
+        self.norms = {n: size * self.scales[n] for n, size in sizes.items()}  # as measured
 
     def __getitem__(self, hotkey: str) -> Delta:
         delta, scale = self._deltas[hotkey], self.scales[hotkey]
@@ -146,7 +147,9 @@ def _grouper(twins: Mapping[str, str] | None, deltas: Mapping[str, Delta]) -> Ca
 
 
 def references(
-    deltas: Mapping[str, Delta], twins: Mapping[str, str] | None = None
+    deltas: Mapping[str, Delta],
+    twins: Mapping[str, str] | None = None,
+    norms: Mapping[str, float] | None = None,
 ) -> Callable[[str], tuple[str, Delta | None]]:
     """``hotkey -> (cache key, reference update)`` for the window's uploads.
 
@@ -159,14 +162,15 @@ def references(
     group enters the reference once, through its representative.
 
     ``deltas`` may decode on every access (the validator's uploads stay compressed): the shared
-    reference is summed one upload at a time, so memory does not grow with the uploads.
+    reference is summed one upload at a time, so memory does not grow with the uploads, and
+    ``norms`` (``AsMerged.norms``) spare decoding each upload once more to clip it.
     """
     group = _grouper(twins, deltas)
     names = sorted({group(n) for n in deltas})
     if len(names) < COMMON_FROM:
         loo = leave_one_out(deltas, twins)
         return lambda hk: (f"loo/{group(hk)}", loo(hk))
-    scales = clip_scales([global_norm(deltas[n]) for n in names])
+    scales = clip_scales([norms[n] if norms else global_norm(deltas[n]) for n in names])
     common: dict[str, Tensor] = {}
     for name, scale in zip(names, scales, strict=True):
         for k, t in deltas[name].items():
@@ -240,7 +244,7 @@ def assess_window(
     """
     deltas = AsMerged(deltas, norms, twins, standing)
     base_rand = probe.losses(None, random_ids)
-    reference_of = references(deltas, twins)
+    reference_of = references(deltas, twins, deltas.norms)
     rand_gains: dict[str, tuple[list[float], list[float]]] = {}
     specs: dict[str, Specificity] = {}
     evaluations = []
