@@ -30,7 +30,9 @@ from subnet.neuron.uploads import support
 from subnet.scoring import (
     FingerprintLog,
     ScoringConfig,
+    extend_records,
     find_matches,
+    gain_ratios,
     index_overlap,
     judge_matches,
     merge_weights,
@@ -94,6 +96,7 @@ def main() -> None:
     efs = {h: ErrorFeedback(0.95) for h in trainers}
     dump = args.dump.open("w") if args.dump else None
     log, prev, shares, overlaps = FingerprintLog(cfg.history_windows), {}, {}, []
+    records: dict[str, list[float]] = {}
     for w in range(args.windows):
         state = snapshot(model)
         assigned = {h: assign_samples(0, w, h, n_assigned, total)
@@ -131,16 +134,18 @@ def main() -> None:
                                           twins=twins(matches, w))  # fmt: skip
         copies = judge_matches(matches, fits)
         log.record(w, prints)
-        scores = {
-            h: v.score for h, v in score_window(evaluations, (), (), (), {}, copies, cfg).items()
-        }
+        records = extend_records(records, gain_ratios(evaluations, cfg), cfg.record_windows,
+                                 set(deltas) | set(records))  # fmt: skip
+        verdicts = score_window(evaluations, (), (), (), {}, copies, cfg, records)
+        scores = {h: v.score for h, v in verdicts.items()}
         if dump:
             for ev in evaluations:
                 dump.write(json.dumps({"window": w, "hotkey": ev.hotkey, "copied": ev.hotkey in copies,
                     "a": 1 - ev.loss_after_assigned / ev.loss_before_assigned,
                     "r": 1 - ev.loss_after_random / ev.loss_before_random,
                     "h": ev.heldout_gain(), "score": scores.get(ev.hotkey),
-                    "spec": ev.specific.mean, "se": ev.specific.se}) + "\n")  # fmt: skip
+                    "spec": ev.specific.mean, "se": ev.specific.se,
+                    "record": records.get(ev.hotkey)}) + "\n")  # fmt: skip
         total_score = sum(scores.values()) or 1.0
         for h, s in scores.items():
             shares.setdefault(h, []).append(s / total_score)

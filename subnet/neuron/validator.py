@@ -26,7 +26,9 @@ from ..scoring import (
     Evaluation,
     FingerprintLog,
     Verdict,
+    extend_records,
     find_matches,
+    gain_ratios,
     judge_matches,
     overlap_summary,
     score_window,
@@ -65,6 +67,8 @@ class Validator(BaseNeuron):
     def __init__(self, rt) -> None:
         super().__init__(rt)
         self.moving: dict[str, float] = {}
+        # hotkey -> its last gain ratios on random samples (``scoring.record``): the track record
+        self.records: dict[str, list[float]] = {}
         # (window, hotkey) -> (tick first seen, the store's last-modified time): upload order
         self.first_seen: dict[tuple[int, str], tuple[int, float]] = {}
         self.unreachable: set[tuple[int, str]] = set()
@@ -144,8 +148,10 @@ class Validator(BaseNeuron):
             window, {hk: u for hk, u in got.accepted.items() if hk not in after}
         )
         late = self._late(window, got.missing) | after
+        self.records = extend_records(self.records, gain_ratios(evaluations, p.scoring),
+                                      p.scoring.record_windows, set(self.miners()))  # fmt: skip
         verdicts = score_window(evaluations, got.missing - late, late, got.stale, got.rejected,
-                                copies, p.scoring)  # fmt: skip
+                                copies, p.scoring, self.records)  # fmt: skip
         scores = {hk: v.score for hk, v in verdicts.items()}
         self.moving = update_moving(self.moving, scores, set(self.miners()), p.scoring)
         for hk, v in sorted(verdicts.items()):
@@ -157,6 +163,7 @@ class Validator(BaseNeuron):
             verdicts={hk: [v.reason, v.score] for hk, v in verdicts.items()}, moving=self.moving,
             details={hk: v.detail for hk, v in verdicts.items() if v.detail},
             measured={ev.hotkey: ev.measures() for ev in evaluations},
+            record={hk: round(sum(v) / len(v), 4) for hk, v in self.records.items() if v},
             empty=not got.accepted,
             **self.rt.meter.take(),  # this window's fetches; its report counts in the next
         )  # fmt: skip
@@ -249,14 +256,15 @@ class Validator(BaseNeuron):
             self.last_weights_block = outcome.tick
 
     def state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-        """Model at its version, moving scores, when weights were last set."""
-        meta = {"version": self.replica.version, "moving": self.moving,
+        """Model at its version, moving scores, track records, when weights were last set."""
+        meta = {"version": self.replica.version, "moving": self.moving, "records": self.records,
                 "last_weights_block": self.last_weights_block}  # fmt: skip
         return meta, prefixed(self.replica.state or {}, "model")
 
     def restore(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
         """Load what :meth:`state` saved."""
         self.moving = {k: float(v) for k, v in meta.get("moving", {}).items()}
+        self.records = {k: [float(x) for x in v] for k, v in meta.get("records", {}).items()}
         self.last_weights_block = int(meta.get("last_weights_block", 0))
         self.replica.restore(meta.get("version"), unprefixed(tensors, "model"))
 

@@ -19,11 +19,13 @@ from subnet.scoring.copies import (
 )
 from subnet.scoring.evidence import Specificity, specificity, usefulness
 from subnet.scoring.merge import merge_weights
+from subnet.scoring.record import extend_records
 from subnet.scoring.weights import normalize, update_moving, weights_for_chain
 from subnet.scoring.window import (
     Evaluation,
     Reason,
     Verdict,
+    gain_ratios,
     random_reference,
     score_window,
     window_score,
@@ -45,6 +47,8 @@ __all__ = [
     "Upload",
     "Verdict",
     "detect_copies",
+    "extend_records",
+    "gain_ratios",
     "index_overlap",
     "merge_weights",
     "normalize",

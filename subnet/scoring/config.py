@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class ScoringConfig(BaseModel):
@@ -53,6 +53,30 @@ class ScoringConfig(BaseModel):
             "linearly, reaching 0 at (1 - harm_tolerance) x median"
         ),
     )
+    record_windows: int = Field(
+        8,
+        ge=0,
+        le=64,
+        description=(
+            "windows of each miner's track record: the mean of its gain on random samples over "
+            "the window median, across its last record_windows measured windows, must reach "
+            "record_full for full credit; 0 turns the record off"
+        ),
+    )
+    record_full: float = Field(
+        0.95,
+        gt=0.0,
+        description="track-record mean gain ratio at or above which an upload keeps its credit",
+    )
+    record_floor: float = Field(
+        0.88,
+        ge=0.0,
+        description=(
+            "track-record mean gain ratio at or below which an upload earns nothing (linear "
+            "between record_floor and record_full): a bias that lowers a miner's gain on unseen "
+            "data window after window is paid for no longer than the record takes to fill"
+        ),
+    )
     heldout_samples: int = Field(
         0,
         ge=0,
@@ -80,3 +104,12 @@ class ScoringConfig(BaseModel):
             "only to uploads whose own-data excess is proven (generic gain is what copies have)"
         ),
     )
+
+    @model_validator(mode="after")
+    def _record_band(self) -> ScoringConfig:
+        if self.record_floor >= self.record_full:
+            raise ValueError(
+                f"scoring.record_floor ({self.record_floor}) must be below scoring.record_full "
+                f"({self.record_full})"
+            )
+        return self

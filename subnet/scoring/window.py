@@ -12,12 +12,13 @@ window's typical upload. ``score_window`` adds the outcomes that never reach eva
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from subnet.scoring.config import ScoringConfig
 from subnet.scoring.evidence import Specificity, usefulness
+from subnet.scoring.record import gain_ratio, record_credit
 
 Reason = Literal["scored", "missing", "late", "stale", "rejected", "copied"]
 
@@ -127,6 +128,7 @@ def window_score(
     cfg: ScoringConfig,
     r_reference: float | None = None,
     h_reference: float | None = None,
+    record: Sequence[float] = (),
 ) -> float:
     """Score one upload for one window: >= 0, and 0 for anything not proven to help.
 
@@ -166,6 +168,8 @@ def window_score(
     h = ev.heldout_gain()
     if h is not None:
         credit = min(credit, usefulness(h, h_reference, cfg.harm_tolerance))
+    if cfg.record_windows > 0:
+        credit = min(credit, record_credit(record, cfg.record_full, cfg.record_floor))
     return score * credit * fraction
 
 
@@ -177,6 +181,19 @@ def random_reference(evaluations: Iterable[Evaluation], cfg: ScoringConfig) -> f
     weaken the check, never raise anyone's score above its proven excess.
     """
     return _proven_median(evaluations, cfg, lambda ev: _gains(ev)[1])
+
+
+def gain_ratios(evaluations: Iterable[Evaluation], cfg: ScoringConfig) -> dict[str, float]:
+    """``hotkey -> gain on random samples / random_reference`` for every finite evaluation
+    (``record.gain_ratio``: clipped); empty when the window has no reference. What each
+    sender's track record is extended with (``record.extend_records``)."""
+    evaluations = list(evaluations)
+    reference = random_reference(evaluations, cfg)
+    out = {}
+    for ev in evaluations:
+        if _finite_losses(ev) and (q := gain_ratio(_gains(ev)[1], reference)) is not None:
+            out[ev.hotkey] = q
+    return out
 
 
 def heldout_reference(evaluations: Iterable[Evaluation], cfg: ScoringConfig) -> float | None:
@@ -198,7 +215,11 @@ def _proven_median(evaluations: Iterable[Evaluation], cfg: ScoringConfig, gain) 
     return rs[mid] if len(rs) % 2 else (rs[mid - 1] + rs[mid]) / 2
 
 
-def _evaluated(evaluations: Iterable[Evaluation], cfg: ScoringConfig) -> dict[str, Verdict]:
+def _evaluated(
+    evaluations: Iterable[Evaluation],
+    cfg: ScoringConfig,
+    records: Mapping[str, Sequence[float]],
+) -> dict[str, Verdict]:
     """Verdicts of the evaluated uploads; one evaluation per hotkey."""
     evaluations = list(evaluations)
     reference = random_reference(evaluations, cfg)
@@ -209,8 +230,8 @@ def _evaluated(evaluations: Iterable[Evaluation], cfg: ScoringConfig) -> dict[st
             raise ValueError(f"two evaluations for hotkey {ev.hotkey!r}")
         if _finite_losses(ev):
             partial = f"partial {ev.fraction:.2f}" if ev.fraction < 1.0 else ""
-            out[ev.hotkey] = Verdict(ev.hotkey, window_score(ev, cfg, reference, h_reference), "scored",
-                                     partial)  # fmt: skip
+            score = window_score(ev, cfg, reference, h_reference, records.get(ev.hotkey, ()))
+            out[ev.hotkey] = Verdict(ev.hotkey, score, "scored", partial)
         else:
             out[ev.hotkey] = Verdict(ev.hotkey, 0.0, "rejected", "non_finite_loss")
     return out
@@ -224,15 +245,18 @@ def score_window(
     rejected: Mapping[str, str],
     copies: Mapping[str, str],
     cfg: ScoringConfig,
+    records: Mapping[str, Sequence[float]] | None = None,
 ) -> dict[str, Verdict]:
     """Every hotkey's verdict for one window; every verdict but ``"scored"`` has score 0.
 
     ``rejected`` maps hotkey -> reason code; ``copies`` is ``detect_copies``' copier -> original.
     A hotkey found in several inputs takes the first reason of missing, rejected, late, stale,
     copied, scored. Evaluations whose losses are not finite become ``rejected`` with
-    ``non_finite_loss``. The result is keyed by hotkey and sorted by it.
+    ``non_finite_loss``. ``records`` are the senders' track records with this window's ratios
+    already in (``gain_ratios``, ``record.extend_records``); without them no record is judged.
+    The result is keyed by hotkey and sorted by it.
     """
-    verdicts = _evaluated(evaluations, cfg)
+    verdicts = _evaluated(evaluations, cfg, records or {})
     buckets: dict[Reason, Mapping[str, str]] = {
         "missing": dict.fromkeys(missing, ""),
         "late": dict.fromkeys(late, ""),
