@@ -184,14 +184,21 @@ def random_reference(evaluations: Iterable[Evaluation], cfg: ScoringConfig) -> f
 
 
 def gain_ratios(evaluations: Iterable[Evaluation], cfg: ScoringConfig) -> dict[str, float]:
-    """``hotkey -> gain on random samples / random_reference`` for every finite evaluation
-    (``record.gain_ratio``: clipped); empty when the window has no reference. What each
-    sender's track record is extended with (``record.extend_records``)."""
+    """``hotkey -> gain on random samples / random_reference`` for every upload whose own-data
+    work is proven (``record.gain_ratio``: clipped); empty when the window has no reference.
+    What each sender's track record is extended with (``record.extend_records``).
+
+    Only proven uploads: an unpaid one costs its sender nothing, so a generic update (trained
+    on random data, large gain there) sent now and then could otherwise bank a high ratio to
+    carry biased uploads in the windows between.
+    """
     evaluations = list(evaluations)
     reference = random_reference(evaluations, cfg)
     out = {}
     for ev in evaluations:
-        if _finite_losses(ev) and (q := gain_ratio(_gains(ev)[1], reference)) is not None:
+        if not (_finite_losses(ev) and ev.specific and ev.specific.proven(cfg.proof_z) > 0):
+            continue
+        if (q := gain_ratio(_gains(ev)[1], reference)) is not None:
             out[ev.hotkey] = q
     return out
 
