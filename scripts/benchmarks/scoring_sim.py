@@ -134,7 +134,7 @@ def main() -> None:
                                           twins=twins(matches, w))  # fmt: skip
         copies = judge_matches(matches, fits)
         log.record(w, prints)
-        records = extend_records(records, gain_ratios(evaluations, cfg), cfg.record_windows,
+        records = extend_records(records, gain_ratios(evaluations, cfg, copies), cfg.record_windows,
                                  set(deltas) | set(records))  # fmt: skip
         verdicts = score_window(evaluations, (), (), (), {}, copies, cfg, records)
         scores = {h: v.score for h, v in verdicts.items()}

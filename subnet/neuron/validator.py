@@ -148,7 +148,7 @@ class Validator(BaseNeuron):
             window, {hk: u for hk, u in got.accepted.items() if hk not in after}
         )
         late = self._late(window, got.missing) | after
-        self.records = extend_records(self.records, gain_ratios(evaluations, p.scoring),
+        self.records = extend_records(self.records, gain_ratios(evaluations, p.scoring, copies),
                                       p.scoring.record_windows, set(self.miners()))  # fmt: skip
         verdicts = score_window(evaluations, got.missing - late, late, got.stale, got.rejected,
                                 copies, p.scoring, self.records)  # fmt: skip

@@ -15,17 +15,21 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence, Set
 
-RATIO_CAP = 1.5  # one lucky window may not pay for several biased ones
+# Entries are clipped to this range, evenly about 1: one lucky window may not pay for several
+# biased ones, and one bad window (a ratio near 0, already unpaid by the per-window check, which
+# pays nothing at half the median) may not cost the next seven windows' pay.
+RATIO_RANGE = (0.7, 1.3)
 
 
 def gain_ratio(r: float, reference: float | None) -> float | None:
-    """``r / reference`` clipped to ``[0, RATIO_CAP]``; None without a positive finite reference
+    """``r / reference`` clipped to ``RATIO_RANGE``; None without a positive finite reference
     or a finite gain (nothing to judge by)."""
     if reference is None or not (math.isfinite(reference) and reference > 0.0):
         return None
     if not math.isfinite(r):
         return None
-    return min(RATIO_CAP, max(0.0, r / reference))
+    low, high = RATIO_RANGE
+    return min(high, max(low, r / reference))
 
 
 def extend_records(

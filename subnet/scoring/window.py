@@ -152,7 +152,9 @@ def window_score(
     A partial upload (``k`` of ``H`` steps, ``fraction = k / H``; its own samples are drawn from
     the prefix it trained) earns ``fraction`` times that: the first steps of a window give the
     largest loss drops, so without the factor a miner training a fraction of the work would
-    earn more than that fraction.
+    earn more than that fraction. Its gains are held to ``fraction`` of the references (and
+    its record entries likewise, ``gain_ratios``), so stopping early is paid ``k / H`` once,
+    not again by the harm checks.
     """
     if not _finite_losses(ev) or ev.specific is None:
         return 0.0
@@ -164,58 +166,100 @@ def window_score(
         return 0.0
     score = proven + cfg.unproven_credit * min(a, r)
     fraction = min(1.0, max(0.0, ev.fraction))
-    credit = usefulness(r, r_reference, cfg.harm_tolerance)
+    credit = usefulness(r, _times(r_reference, fraction), cfg.harm_tolerance)
     h = ev.heldout_gain()
     if h is not None:
-        credit = min(credit, usefulness(h, h_reference, cfg.harm_tolerance))
+        credit = min(credit, usefulness(h, _times(h_reference, fraction), cfg.harm_tolerance))
     if cfg.record_windows > 0:
         credit = min(credit, record_credit(record, cfg.record_full, cfg.record_floor))
     return score * credit * fraction
 
 
-def random_reference(evaluations: Iterable[Evaluation], cfg: ScoringConfig) -> float | None:
-    """Median gain on random samples over the uploads whose own-data work is proven.
+def _times(reference: float | None, fraction: float) -> float | None:
+    """The gain expected of a partial upload: ``fraction`` of the window's reference."""
+    return None if reference is None else reference * fraction
+
+
+def random_reference(
+    evaluations: Iterable[Evaluation], cfg: ScoringConfig, exclude: Collection[str] = ()
+) -> float | None:
+    """Median gain on random samples over the uploads that could be paid (``_payable``: proven
+    own-data work, a gain on the assigned samples, none lost on random ones), with a positive
+    gain there, not a judged copy (``exclude``), the full uploads among them when any.
 
     Only proven uploads count, so uploads that prove nothing (copies, noise, free riders)
-    cannot drag the reference down to shield a weak or biased update; lowering it can only
-    weaken the check, never raise anyone's score above its proven excess.
+    cannot drag the reference down to shield a weak or biased update. Judged copies and
+    uploads that help random data not at all are left out too: they are never paid, so sybils
+    sending them would otherwise set the median for free (a majority of memorizers with
+    negative gains would even switch the check off). Partial uploads help less by design, so
+    they enter only when no full upload is there.
     """
-    return _proven_median(evaluations, cfg, lambda ev: _gains(ev)[1])
+    return _proven_median(evaluations, cfg, lambda ev: _gains(ev)[1], exclude, positive=True)
 
 
-def gain_ratios(evaluations: Iterable[Evaluation], cfg: ScoringConfig) -> dict[str, float]:
-    """``hotkey -> gain on random samples / random_reference`` for every upload whose own-data
-    work is proven (``record.gain_ratio``: clipped); empty when the window has no reference.
+def gain_ratios(
+    evaluations: Iterable[Evaluation], cfg: ScoringConfig, copies: Collection[str] = ()
+) -> dict[str, float]:
+    """``hotkey -> gain on random samples / expected gain`` for every upload that could be paid
+    (``_payable``) and is not a judged copy (``copies``); empty without a reference.
     What each sender's track record is extended with (``record.extend_records``).
 
-    Only proven uploads: an unpaid one costs its sender nothing, so a generic update (trained
-    on random data, large gain there) sent now and then could otherwise bank a high ratio to
-    carry biased uploads in the windows between.
+    The expected gain is ``random_reference`` times the upload's ``fraction`` (a partial
+    upload of ``k`` of ``H`` steps is expected to give at least ``k / H`` of a full one's gain),
+    and a partial upload's ratio is capped at 1, so stopping early neither costs an honest
+    record nor banks credit. Only proven uploads, and no judged copy: an unpaid upload costs
+    its sender nothing, so a generic update (trained on random data, large gain there) or a
+    copy of the window's best upload sent now and then could otherwise bank a high ratio to
+    carry biased uploads in the windows between. An upload that harms random data is unpaid
+    this window and leaves the record as it was.
     """
     evaluations = list(evaluations)
-    reference = random_reference(evaluations, cfg)
+    reference = random_reference(evaluations, cfg, copies)
     out = {}
     for ev in evaluations:
-        if not (_finite_losses(ev) and ev.specific and ev.specific.proven(cfg.proof_z) > 0):
+        if ev.hotkey in copies or not _payable(ev, cfg) or reference is None:
             continue
-        if (q := gain_ratio(_gains(ev)[1], reference)) is not None:
-            out[ev.hotkey] = q
+        fraction = min(1.0, max(0.0, ev.fraction))
+        q = gain_ratio(_gains(ev)[1], reference * fraction)
+        if q is not None:
+            out[ev.hotkey] = min(q, 1.0) if fraction < 1.0 else q
     return out
 
 
-def heldout_reference(evaluations: Iterable[Evaluation], cfg: ScoringConfig) -> float | None:
+def heldout_reference(
+    evaluations: Iterable[Evaluation], cfg: ScoringConfig, exclude: Collection[str] = ()
+) -> float | None:
     """``random_reference`` for the gain on the held-out draw (uploads that measured one)."""
-    return _proven_median(evaluations, cfg, Evaluation.heldout_gain)
+    return _proven_median(evaluations, cfg, Evaluation.heldout_gain, exclude)
 
 
-def _proven_median(evaluations: Iterable[Evaluation], cfg: ScoringConfig, gain) -> float | None:
-    """Median of ``gain(ev)`` over the proven uploads with a finite gain; None if there are none."""
-    rs = sorted(
-        g
+def _payable(ev: Evaluation, cfg: ScoringConfig) -> bool:
+    """Whether ``window_score`` can pay the upload at all: finite losses, a proven own-data
+    excess, an assigned-data gain above ``cfg.min_improvement`` and no harm to random data."""
+    if not (_finite_losses(ev) and ev.specific is not None):
+        return False
+    a, r = _gains(ev)
+    return ev.specific.proven(cfg.proof_z) > 0 and a > cfg.min_improvement and r >= 0.0
+
+
+def _proven_median(
+    evaluations: Iterable[Evaluation],
+    cfg: ScoringConfig,
+    gain,
+    exclude: Collection[str] = (),
+    positive: bool = False,
+) -> float | None:
+    """Median of ``gain(ev)`` over the payable uploads not in ``exclude`` with a finite gain
+    (a positive one with ``positive``), the full uploads among them when there are any; None if
+    there are none."""
+    kept = [
+        (ev.fraction >= 1.0, g)
         for ev in evaluations
-        if _finite_losses(ev) and ev.specific is not None and ev.specific.proven(cfg.proof_z) > 0
-        and (g := gain(ev)) is not None and math.isfinite(g)
-    )  # fmt: skip
+        if ev.hotkey not in exclude and _payable(ev, cfg)
+        and (g := gain(ev)) is not None and math.isfinite(g) and (g > 0.0 or not positive)
+    ]  # fmt: skip
+    full = [g for is_full, g in kept if is_full]
+    rs = sorted(full or [g for _, g in kept])
     if not rs:
         return None
     mid = len(rs) // 2
@@ -226,11 +270,12 @@ def _evaluated(
     evaluations: Iterable[Evaluation],
     cfg: ScoringConfig,
     records: Mapping[str, Sequence[float]],
+    copies: Collection[str],
 ) -> dict[str, Verdict]:
     """Verdicts of the evaluated uploads; one evaluation per hotkey."""
     evaluations = list(evaluations)
-    reference = random_reference(evaluations, cfg)
-    h_reference = heldout_reference(evaluations, cfg)
+    reference = random_reference(evaluations, cfg, copies)
+    h_reference = heldout_reference(evaluations, cfg, copies)
     out: dict[str, Verdict] = {}
     for ev in evaluations:
         if ev.hotkey in out:
@@ -263,7 +308,7 @@ def score_window(
     already in (``gain_ratios``, ``record.extend_records``); without them no record is judged.
     The result is keyed by hotkey and sorted by it.
     """
-    verdicts = _evaluated(evaluations, cfg, records or {})
+    verdicts = _evaluated(evaluations, cfg, records or {}, copies)
     buckets: dict[Reason, Mapping[str, str]] = {
         "missing": dict.fromkeys(missing, ""),
         "late": dict.fromkeys(late, ""),

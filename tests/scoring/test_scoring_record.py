@@ -17,7 +17,7 @@ from subnet.scoring import (
     score_window,
     window_score,
 )
-from subnet.scoring.record import RATIO_CAP, gain_ratio, record_credit
+from subnet.scoring.record import RATIO_RANGE, gain_ratio, record_credit
 
 CFG = ScoringConfig()  # record_full 0.95, record_floor 0.88
 
@@ -30,8 +30,8 @@ def ev(after_random: float, hotkey: str = "m", specific=(0.03, 0.005)) -> Evalua
 
 def test_a_gain_ratio_is_clipped_and_needs_a_positive_reference() -> None:
     assert gain_ratio(0.04, 0.05) == pytest.approx(0.8)
-    assert gain_ratio(-0.01, 0.05) == 0.0
-    assert gain_ratio(0.5, 0.05) == RATIO_CAP
+    assert gain_ratio(-0.01, 0.05) == RATIO_RANGE[0] == 0.7
+    assert gain_ratio(0.5, 0.05) == RATIO_RANGE[1] == 1.3
     assert gain_ratio(0.04, None) is None
     assert gain_ratio(0.04, 0.0) is None
     assert gain_ratio(math.nan, 0.05) is None
@@ -107,3 +107,42 @@ def test_honest_miners_keep_their_credit_where_a_steady_bias_loses_it() -> None:
         bias.append(record_credit(poisoner[-8:], CFG.record_full, CFG.record_floor))
     assert sum(credits[6 * 8 :]) / len(credits[6 * 8 :]) > 0.9
     assert sum(bias[8:]) / len(bias[8:]) < 0.05
+
+
+def test_uploads_that_are_never_paid_do_not_set_the_median() -> None:
+    # Honest r 0.05, 0.04, 0.06: median 0.05. Four sybil copies of the strongest (r 0.08, judged
+    # copies), a memorizer that harms random data and one with no assigned-data gain would raise
+    # or sink it for free if they counted.
+    honest = [ev(1.90, "a"), ev(1.92, "b"), ev(1.88, "c")]
+    sybils = [ev(1.84, f"copy{i}") for i in range(4)]
+    harmful = Evaluation("harm", 2.0, 1.9, 2.0, 2.02, Specificity(0.03, 0.005))
+    idle = Evaluation("idle", 2.0, 2.0, 2.0, 1.80, Specificity(0.03, 0.005))
+    everyone = [*honest, *sybils, harmful, idle]
+    copies = {f"copy{i}": "c" for i in range(4)}
+    ratios = gain_ratios(everyone, CFG, copies)
+    assert ratios == pytest.approx({"a": 1.0, "b": 0.8, "c": 1.2})
+    verdicts = score_window(everyone, (), (), (), {}, copies, CFG)
+    assert verdicts["b"].score == pytest.approx(0.02 * 0.6)  # against 0.05, as without them
+
+
+def test_a_partial_upload_is_held_to_its_fraction_of_the_median() -> None:
+    # Full uploads set the median (0.05); a partial upload of half the steps with r 0.035 is
+    # expected to give at least half of that: it keeps full harm credit, is paid half its proven
+    # excess, and its record entry is capped at 1 (no banking by stopping early).
+    full = [ev(1.90, "a"), ev(1.92, "b"), ev(1.88, "c")]
+    half = Evaluation("p", 2.0, 1.9, 2.0, 1.93, Specificity(0.03, 0.005), fraction=0.5)
+    ratios = gain_ratios([*full, half], CFG)
+    assert ratios["p"] == 1.0 and ratios["a"] == pytest.approx(1.0)  # 0.035 / 0.025, capped
+    verdicts = score_window([*full, half], (), (), (), {}, {}, CFG,
+                            extend_records({}, ratios, 8, {"a", "b", "c", "p"}))  # fmt: skip
+    assert verdicts["p"].score == pytest.approx(0.02 * 0.5)
+    # A partial upload far below its share of the gain still loses the credit.
+    weak = Evaluation("p", 2.0, 1.9, 2.0, 1.98, Specificity(0.03, 0.005), fraction=0.5)
+    assert window_score(weak, CFG, 0.05) == 0.0  # r 0.01 <= half of 0.025
+    assert gain_ratios([*full, weak], CFG)["p"] == RATIO_RANGE[0]
+
+
+def test_one_bad_window_does_not_cost_the_next_seven() -> None:
+    # An honest record of 1.0s with one window at a tenth of the median (clipped to 0.7).
+    record = [1.0] * 7 + [gain_ratio(0.005, 0.05)]
+    assert record_credit(record, CFG.record_full, CFG.record_floor) == 1.0  # mean 0.9625
