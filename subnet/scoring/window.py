@@ -152,9 +152,9 @@ def window_score(
     A partial upload (``k`` of ``H`` steps, ``fraction = k / H``; its own samples are drawn from
     the prefix it trained) earns ``fraction`` times that: the first steps of a window give the
     largest loss drops, so without the factor a miner training a fraction of the work would
-    earn more than that fraction. Its gains are held to ``fraction`` of the references (and
-    its record entries likewise, ``gain_ratios``), so stopping early is paid ``k / H`` once,
-    not again by the harm checks.
+    earn more than that fraction. Its gains are held to the full uploads' references, like any
+    upload's: the fraction is a claim (its receipt names a prefix of public sample ids), and a
+    check loosened for it would let a sender buy room for harm by claiming fewer steps.
     """
     if not _finite_losses(ev) or ev.specific is None:
         return 0.0
@@ -166,18 +166,13 @@ def window_score(
         return 0.0
     score = proven + cfg.unproven_credit * min(a, r)
     fraction = min(1.0, max(0.0, ev.fraction))
-    credit = usefulness(r, _times(r_reference, fraction), cfg.harm_tolerance)
+    credit = usefulness(r, r_reference, cfg.harm_tolerance)
     h = ev.heldout_gain()
     if h is not None:
-        credit = min(credit, usefulness(h, _times(h_reference, fraction), cfg.harm_tolerance))
+        credit = min(credit, usefulness(h, h_reference, cfg.harm_tolerance))
     if cfg.record_windows > 0:
         credit = min(credit, record_credit(record, cfg.record_full, cfg.record_floor))
     return score * credit * fraction
-
-
-def _times(reference: float | None, fraction: float) -> float | None:
-    """The gain expected of a partial upload: ``fraction`` of the window's reference."""
-    return None if reference is None else reference * fraction
 
 
 def random_reference(
@@ -192,7 +187,7 @@ def random_reference(
     uploads that help random data not at all are left out too: they are never paid, so sybils
     sending them would otherwise set the median for free (a majority of memorizers with
     negative gains would even switch the check off). Partial uploads help less by design, so
-    they enter only when no full upload is there.
+    they enter only when full uploads are fewer than half.
     """
     return _proven_median(evaluations, cfg, lambda ev: _gains(ev)[1], exclude, positive=True)
 
@@ -200,14 +195,12 @@ def random_reference(
 def gain_ratios(
     evaluations: Iterable[Evaluation], cfg: ScoringConfig, copies: Collection[str] = ()
 ) -> dict[str, float]:
-    """``hotkey -> gain on random samples / expected gain`` for every upload that could be paid
+    """``hotkey -> gain on random samples / random_reference`` for every upload that could be paid
     (``_payable``) and is not a judged copy (``copies``); empty without a reference.
     What each sender's track record is extended with (``record.extend_records``).
 
-    The expected gain is ``random_reference`` times the upload's ``fraction`` (a partial
-    upload of ``k`` of ``H`` steps is expected to give at least ``k / H`` of a full one's gain),
-    and a partial upload's ratio is capped at 1, so stopping early neither costs an honest
-    record nor banks credit. Only proven uploads, and no judged copy: an unpaid upload costs
+    A partial upload is compared with the same median as a full one (see ``window_score``).
+    Only payable uploads, and no judged copy: an unpaid upload costs
     its sender nothing, so a generic update (trained on random data, large gain there) or a
     copy of the window's best upload sent now and then could otherwise bank a high ratio to
     carry biased uploads in the windows between. An upload that harms random data is unpaid
@@ -219,18 +212,17 @@ def gain_ratios(
     for ev in evaluations:
         if ev.hotkey in copies or not _payable(ev, cfg) or reference is None:
             continue
-        fraction = min(1.0, max(0.0, ev.fraction))
-        q = gain_ratio(_gains(ev)[1], reference * fraction)
-        if q is not None:
-            out[ev.hotkey] = min(q, 1.0) if fraction < 1.0 else q
+        if (q := gain_ratio(_gains(ev)[1], reference)) is not None:
+            out[ev.hotkey] = q
     return out
 
 
 def heldout_reference(
     evaluations: Iterable[Evaluation], cfg: ScoringConfig, exclude: Collection[str] = ()
 ) -> float | None:
-    """``random_reference`` for the gain on the held-out draw (uploads that measured one)."""
-    return _proven_median(evaluations, cfg, Evaluation.heldout_gain, exclude)
+    """``random_reference`` for the gain on the held-out draw (uploads that measured one): a
+    median at or below 0 would switch the held-out check off, so only positive gains count."""
+    return _proven_median(evaluations, cfg, Evaluation.heldout_gain, exclude, positive=True)
 
 
 def _payable(ev: Evaluation, cfg: ScoringConfig) -> bool:
@@ -250,8 +242,9 @@ def _proven_median(
     positive: bool = False,
 ) -> float | None:
     """Median of ``gain(ev)`` over the payable uploads not in ``exclude`` with a finite gain
-    (a positive one with ``positive``), the full uploads among them when there are any; None if
-    there are none."""
+    (a positive one with ``positive``); only the full uploads among them when they are at least
+    half (cheap partial uploads cannot pull the median down, nor one full upload set it for
+    many partial ones); None if there are none."""
     kept = [
         (ev.fraction >= 1.0, g)
         for ev in evaluations
@@ -259,7 +252,7 @@ def _proven_median(
         and (g := gain(ev)) is not None and math.isfinite(g) and (g > 0.0 or not positive)
     ]  # fmt: skip
     full = [g for is_full, g in kept if is_full]
-    rs = sorted(full or [g for _, g in kept])
+    rs = sorted(full if 2 * len(full) >= len(kept) else [g for _, g in kept])
     if not rs:
         return None
     mid = len(rs) // 2
@@ -308,7 +301,8 @@ def score_window(
     already in (``gain_ratios``, ``record.extend_records``); without them no record is judged.
     The result is keyed by hotkey and sorted by it.
     """
-    verdicts = _evaluated(evaluations, cfg, records or {}, copies)
+    overridden = {*missing, *late, *stale, *rejected, *copies}  # never paid this window
+    verdicts = _evaluated(evaluations, cfg, records or {}, overridden)
     buckets: dict[Reason, Mapping[str, str]] = {
         "missing": dict.fromkeys(missing, ""),
         "late": dict.fromkeys(late, ""),

@@ -14,10 +14,12 @@ from subnet.scoring import (
     Specificity,
     extend_records,
     gain_ratios,
+    random_reference,
     score_window,
     window_score,
 )
 from subnet.scoring.record import RATIO_RANGE, gain_ratio, record_credit
+from subnet.scoring.window import heldout_reference
 
 CFG = ScoringConfig()  # record_full 0.95, record_floor 0.88
 
@@ -91,21 +93,24 @@ def test_score_window_judges_each_sender_on_its_own_record() -> None:
 
 
 def test_honest_miners_keep_their_credit_where_a_steady_bias_loses_it() -> None:
-    # Honest ratios spread +-30 % around the median window by window; a poisoner's are 0.8 of
+    # Honest ratios spread about 0.15 around the median window by window; a poisoner's are 0.8 of
     # the median on average (a bias that cancels a fifth of its gain on unseen data), inside
-    # that spread. Over 8-window records the honest miners keep nearly all their credit and the
-    # poisoner almost none. (At 0.85 it would keep about a quarter: a smaller bias is paid more.)
+    # that spread. Through the clip and the 8-window records the honest miners keep nearly all
+    # their credit and the poisoner almost none. (At 0.85 it keeps about a sixth: a smaller
+    # bias is paid more.)
     rng = random.Random(7)
-    honest = {f"m{i}": [] for i in range(6)}
-    poisoner: list[float] = []
-    credits, bias = [], []
+    names = [*(f"m{i}" for i in range(6)), "poisoner"]
+    records: dict[str, list[float]] = {}
+    honest, bias = [], []
     for _ in range(40):
-        for values in honest.values():
-            values.append(max(0.0, rng.gauss(1.0, 0.15)))
-            credits.append(record_credit(values[-8:], CFG.record_full, CFG.record_floor))
-        poisoner.append(max(0.0, rng.gauss(0.8, 0.15)))
-        bias.append(record_credit(poisoner[-8:], CFG.record_full, CFG.record_floor))
-    assert sum(credits[6 * 8 :]) / len(credits[6 * 8 :]) > 0.9
+        gains = {h: rng.gauss(0.8 if h == "poisoner" else 1.0, 0.15) for h in names}
+        ratios = {h: gain_ratio(g, 1.0) for h, g in gains.items()}
+        records = extend_records(records, ratios, CFG.record_windows, set(names))
+        credit = {h: record_credit(records[h], CFG.record_full, CFG.record_floor) for h in names}
+        honest += [credit[h] for h in names[:-1]]
+        bias.append(credit["poisoner"])
+    assert all(len(v) == 8 for v in records.values())
+    assert sum(honest[6 * 8 :]) / len(honest[6 * 8 :]) > 0.9
     assert sum(bias[8:]) / len(bias[8:]) < 0.05
 
 
@@ -125,21 +130,37 @@ def test_uploads_that_are_never_paid_do_not_set_the_median() -> None:
     assert verdicts["b"].score == pytest.approx(0.02 * 0.6)  # against 0.05, as without them
 
 
-def test_a_partial_upload_is_held_to_its_fraction_of_the_median() -> None:
-    # Full uploads set the median (0.05); a partial upload of half the steps with r 0.035 is
-    # expected to give at least half of that: it keeps full harm credit, is paid half its proven
-    # excess, and its record entry is capped at 1 (no banking by stopping early).
-    full = [ev(1.90, "a"), ev(1.92, "b"), ev(1.88, "c")]
-    half = Evaluation("p", 2.0, 1.9, 2.0, 1.93, Specificity(0.03, 0.005), fraction=0.5)
-    ratios = gain_ratios([*full, half], CFG)
-    assert ratios["p"] == 1.0 and ratios["a"] == pytest.approx(1.0)  # 0.035 / 0.025, capped
-    verdicts = score_window([*full, half], (), (), (), {}, {}, CFG,
-                            extend_records({}, ratios, 8, {"a", "b", "c", "p"}))  # fmt: skip
-    assert verdicts["p"].score == pytest.approx(0.02 * 0.5)
-    # A partial upload far below its share of the gain still loses the credit.
-    weak = Evaluation("p", 2.0, 1.9, 2.0, 1.98, Specificity(0.03, 0.005), fraction=0.5)
-    assert window_score(weak, CFG, 0.05) == 0.0  # r 0.01 <= half of 0.025
-    assert gain_ratios([*full, weak], CFG)["p"] == RATIO_RANGE[0]
+def test_claiming_fewer_steps_loosens_no_harm_check() -> None:
+    # The fraction is a claim (a receipt for a prefix of public ids): a partial upload is held to
+    # the full uploads' median like any other, in the window and in its record.
+    full = [ev(1.90, "a"), ev(1.92, "b"), ev(1.88, "c")]  # median r 0.05
+    third = Evaluation("p", 2.0, 1.9, 2.0, 1.965, Specificity(0.03, 0.005), fraction=1 / 3)
+    ratios = gain_ratios([*full, third], CFG)
+    assert ratios["p"] == pytest.approx(0.7)  # r 0.0175 / 0.05 = 0.35, clipped
+    assert window_score(third, CFG, 0.05) == 0.0  # below half the median
+    records = extend_records({}, ratios, 8, {"a", "b", "c", "p"})
+    verdicts = score_window([*full, third], (), (), (), {}, {}, CFG, records)
+    assert verdicts["p"].score == 0.0 and verdicts["a"].score == pytest.approx(0.02)
+    # A partial upload at the median keeps its credit and is paid its fraction.
+    fair = Evaluation("p", 2.0, 1.9, 2.0, 1.90, Specificity(0.03, 0.005), fraction=0.5)
+    assert window_score(fair, CFG, 0.05, record=[1.0]) == pytest.approx(0.01)
+
+
+def test_full_uploads_set_the_median_when_they_are_at_least_half() -> None:
+    full = [ev(1.90, "a"), ev(1.92, "b")]  # r 0.05, 0.04
+    partial = [Evaluation(f"p{i}", 2.0, 1.9, 2.0, 1.98, Specificity(0.03, 0.005), fraction=0.5)
+               for i in range(2)]  # fmt: skip
+    assert random_reference([*full, *partial], CFG) == pytest.approx(0.045)  # 2 of 4 full
+    many = [*partial, Evaluation("p9", 2.0, 1.9, 2.0, 1.98, Specificity(0.03, 0.005), fraction=0.5)]
+    assert random_reference([full[0], *many], CFG) == pytest.approx(0.01)  # 1 of 4: all count
+
+
+def test_a_median_at_or_below_zero_never_switches_the_held_out_check_off() -> None:
+    def held(hk: str, after: float) -> Evaluation:
+        return Evaluation(hk, 2.0, 1.9, 2.0, 1.9, Specificity(0.03, 0.005), 1.0, 2.0, after)
+
+    evaluations = [held("a", 1.9), held("s1", 2.02), held("s2", 2.02), held("s3", 2.02)]
+    assert heldout_reference(evaluations, CFG) == pytest.approx(0.05)  # only a's gain is > 0
 
 
 def test_one_bad_window_does_not_cost_the_next_seven() -> None:
