@@ -19,6 +19,7 @@ import itertools
 import json
 import statistics
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -64,7 +65,10 @@ TRAINERS = [*HONEST, *POISONERS, "lazy", "inflater"]
 # inflater: 3 x its honest update; overfit: 3 x the inner learning rate (the same steps);
 # subset: all H steps on a quarter of its samples, four times over; subset5: 5 of the H steps;
 # mixer: 5 own steps plus half of m2's update (a partial copy that dodges the 0.9 overlap).
-VARIANTS = ["inflater", "overfit", "subset", "subset5", "mixer"]
+# prefix: all H steps on the first third of its samples (three passes), and a receipt for that
+# prefix only: it claims a partial upload of a third of the steps (paid a third, measured there).
+VARIANTS = ["inflater", "overfit", "subset", "subset5", "mixer", "prefix"]
+PREFIX = 3  # the prefix attacker claims 1 / PREFIX of its assignment
 
 
 def main() -> None:
@@ -113,7 +117,7 @@ def main() -> None:
             deltas["copier"] = deltas["m0"]
             if prev:
                 deltas["stale"] = prev["m1"]
-        own = {h: own_subset(assigned[h], e) for h in deltas}
+        own = {h: own_subset(_claimed(h, assigned[h]), e) for h in deltas}
         prints = {h: support(d) for h, d in deltas.items()}
         history = log.recent(w)
         honest = HONEST
@@ -132,6 +136,8 @@ def main() -> None:
         evaluations, fits = assess_window(probe, deltas, own, random_sample_ids(e, total),
                                           matches, match_ids, heldout,
                                           twins=twins(matches, w))  # fmt: skip
+        evaluations = [replace(ev, fraction=1 / PREFIX) if ev.hotkey == "prefix" else ev
+                       for ev in evaluations]  # fmt: skip
         copies = judge_matches(matches, fits)
         log.record(w, prints)
         records = extend_records(records, gain_ratios(evaluations, cfg, copies), cfg.record_windows,
@@ -173,9 +179,16 @@ def _batches(h: str, ids: list[int], ds: TokenDataset):
         return itertools.islice(ds.batches(ids, 8), 1)
     if h == "subset":
         return ds.batches(ids[: len(ids) // 4] * 4, 8)
+    if h == "prefix":
+        return ds.batches(_claimed(h, ids) * PREFIX, 8)
     if h in ("subset5", "mixer"):
         return itertools.islice(ds.batches(ids, 8), 5)
     return ds.batches(ids, 8)
+
+
+def _claimed(h: str, ids: list[int]) -> list[int]:
+    """The assigned samples ``h``'s receipt names: a prefix for the prefix attacker."""
+    return ids[: len(ids) // PREFIX] if h == "prefix" else ids
 
 
 def _vary(deltas, comp, shapes) -> None:
