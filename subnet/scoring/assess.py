@@ -227,7 +227,8 @@ def assess_window(
     twins: Mapping[str, str] | None = None,
     standing: Set[str] = frozenset(),
 ) -> tuple[list[Evaluation], dict[Match, tuple[float, float]]]:
-    """Evaluations of every upload, and ``(own, other)`` specificity for every match.
+    """Evaluations of every upload, and ``(own, other, se)`` specificity for every match (``se``:
+    the standard error of their difference).
 
     Each upload is evaluated as merged (``AsMerged``: clipped to the window's median norm, set
     by the senders in ``standing`` when any uploaded; ``norms`` spare a decode per upload),
@@ -272,5 +273,6 @@ def assess_window(
         ids, reference = match_ids(m), reference_of(m.hotkey)
         upload = relative_gains(probe.losses(None, ids), probe.losses(deltas[m.hotkey], ids))
         other = specificity(upload, _gains_of(probe, reference, ids), *rand_gains[m.hotkey])
-        fits[m] = (specs[m.hotkey].mean, other.mean)
+        own = specs[m.hotkey]
+        fits[m] = (own.mean, other.mean, math.sqrt(own.se**2 + other.se**2))
     return evaluations, fits

@@ -30,6 +30,16 @@ class ScoringConfig(BaseModel):
             "not upload order, decides which one is the copy"
         ),
     )
+    copy_z: float = Field(
+        1.0,
+        ge=0.0,
+        description=(
+            "standard errors (of the difference of the two fits) by which an upload must fit "
+            "the other upload's samples better than its own to be judged a copy: with no "
+            "margin a noise flip flags a copier's victim now and then; a copy that escapes "
+            "proves nothing on its own samples and is paid about nothing"
+        ),
+    )
     history_windows: int = Field(
         3,
         ge=0,

@@ -158,24 +158,31 @@ def twins(matches: Iterable[Match], window: int) -> dict[str, str]:
 
 
 def judge_matches(
-    matches: Iterable[Match], fits: Mapping[Match, tuple[float, float]]
+    matches: Iterable[Match],
+    fits: Mapping[Match, tuple[float, ...]],
+    z: float = 0.0,
 ) -> dict[str, str]:
     """Copier hotkey -> ``"<source>@<window>"`` for the matches where the evidence says copy.
 
-    ``fits[m] = (own, other)``: how specific ``m.hotkey``'s update is to its own assigned
-    samples and to ``m.source``'s samples of ``m.window`` (``Specificity.mean``). The upload is a
-    copy when ``other > own``: it was trained on someone else's data (or on its sender's data of
-    another window). For two near-identical uploads of one window the two directions compare the
-    same update on the same two sample sets, so exactly one side can be flagged: the one whose
-    own samples the update fits worse, whatever the upload order. When an upload matches several,
-    the best-fitting source is named. Matches without an entry in ``fits`` flag nothing.
+    ``fits[m] = (own, other[, se])``: how specific ``m.hotkey``'s update is to its own assigned
+    samples and to ``m.source``'s samples of ``m.window`` (``Specificity.mean``), and the
+    standard error of their difference. The upload is a copy when ``other - own > z * se``: it
+    was trained on someone else's data (or on its sender's data of another window). For two
+    near-identical uploads of one window the two directions compare the same update on the same
+    two sample sets, so at most one side can be flagged: the one whose own samples the update
+    fits worse, whatever the upload order. The margin (``scoring.copy_z``) keeps a noise flip
+    from flagging the victim; a copy it lets through proves nothing on its own samples and is
+    paid about nothing, so missing one costs far less than flagging an honest miner. When an
+    upload matches several, the best-fitting source is named. Matches without an entry in
+    ``fits`` flag nothing.
     """
     best: dict[str, tuple[float, str]] = {}
     for m in matches:
         if m not in fits:
             continue
-        own, other = fits[m]
-        if other > own and (m.hotkey not in best or other > best[m.hotkey][0]):
+        own, other, *rest = fits[m]
+        margin = z * rest[0] if rest else 0.0
+        if other - own > margin and (m.hotkey not in best or other > best[m.hotkey][0]):
             best[m.hotkey] = (other, f"{m.source}@{m.window}")
     return {hk: detail for hk, (_, detail) in sorted(best.items())}
 

@@ -114,6 +114,18 @@ def test_judge_never_flags_an_upload_that_fits_its_own_samples_best() -> None:
     assert judge_matches([m], {}) == {}  # no evidence, no verdict
 
 
+def test_a_noise_flip_inside_the_margin_flags_no_one() -> None:
+    # A copy pair whose measurements came out nearly even (the victim's own excess measured low,
+    # its fit to the copier's samples high by chance): within copy_z standard errors of the
+    # difference nobody is flagged; the copy then proves nothing on its own samples anyway.
+    a_to_b, b_to_a = Match("a", "b", 5, 1.0), Match("b", "a", 5, 1.0)
+    flip = {a_to_b: (0.0012, 0.0010, 0.0006), b_to_a: (0.0010, 0.0012, 0.0006)}
+    assert judge_matches([a_to_b, b_to_a], flip) == {"b": "a@5"}  # no margin: the victim b
+    assert judge_matches([a_to_b, b_to_a], flip, z=1.0) == {}
+    clear = {a_to_b: (0.0001, 0.004, 0.0006), b_to_a: (0.004, 0.0001, 0.0006)}
+    assert judge_matches([a_to_b, b_to_a], clear, z=1.0) == {"a": "b@5"}  # 6.5 SE: the copy
+
+
 def test_judge_names_the_best_fitting_source() -> None:
     m1, m2 = Match("c", "x", 3, 0.9), Match("c", "y", 4, 0.95)
     assert judge_matches([m1, m2], {m1: (0.0, 0.005), m2: (0.0, 0.002)}) == {"c": "x@3"}
