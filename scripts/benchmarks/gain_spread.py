@@ -36,15 +36,12 @@ from subnet.training import (
     aggregate,
     build_inner_optimizer,
     build_outer_optimizer,
-    load_parameters,
-    pseudo_gradient,
     snapshot,
-    train_inner,
 )
 from subnet.training.aggregation import global_norm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.scoring_sim import POISONERS, _poison_all  # noqa: E402
+from benchmarks.scoring_sim import POISONERS, _poison_all, train_window  # noqa: E402
 
 HONEST = [f"m{i}" for i in range(8)]
 
@@ -69,12 +66,8 @@ def main() -> None:
     efs = {h: ErrorFeedback(0.95) for h in trainers}
     for w in range(args.windows):
         state = snapshot(model)
-        deltas = {}
-        for h in trainers:
-            load_parameters(workers[h], state)
-            ids = assign_samples(0, w, h, 160, total)
-            train_inner(workers[h], ds.batches(ids, 8), inner, opts[h])
-            _, deltas[h] = efs[h].compress(comp, pseudo_gradient(state, workers[h]))
+        assigned = {h: assign_samples(0, w, h, 160, total) for h in trainers}
+        deltas = train_window(trainers, workers, opts, efs, state, assigned, ds, inner, comp)
         own_honest = {h: deltas[h] for h in POISONERS}
         _poison_all(deltas, state, ds, inner, comp, w, model)
         probe = WindowProbe(model, state, lambda ids: corpus_batches(ds, ids, 8))

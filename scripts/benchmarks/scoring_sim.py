@@ -105,11 +105,7 @@ def main() -> None:
         state = snapshot(model)
         assigned = {h: assign_samples(0, w, h, n_assigned, total)
                     for h in [*trainers, "copier", "stale"]}  # fmt: skip
-        deltas = {}
-        for h in trainers:
-            load_parameters(workers[h], state)
-            train_inner(workers[h], _batches(h, assigned[h], ds), inner, opts[h])
-            _, deltas[h] = efs[h].compress(comp, pseudo_gradient(state, workers[h]))
+        deltas = train_window(trainers, workers, opts, efs, state, assigned, ds, inner, comp)
         if not args.clean:
             if not args.variants:
                 _poison_all(deltas, state, ds, inner, comp, w, model)
@@ -171,6 +167,16 @@ def main() -> None:
     print(
         f"honest pairwise overlap: max {max(overlaps):.3f}, mean {statistics.fmean(overlaps):.3f}"
     )
+
+
+def train_window(trainers, workers, opts, efs, state, assigned, ds, inner, comp) -> dict:
+    """Each trainer's compressed update (error feedback kept) of one window from ``state``."""
+    deltas = {}
+    for h in trainers:
+        load_parameters(workers[h], state)
+        train_inner(workers[h], _batches(h, assigned[h], ds), inner, opts[h])
+        _, deltas[h] = efs[h].compress(comp, pseudo_gradient(state, workers[h]))
+    return deltas
 
 
 def _batches(h: str, ids: list[int], ds: TokenDataset):

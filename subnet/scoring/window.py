@@ -156,15 +156,10 @@ def window_score(
     upload's: the fraction is a claim (its receipt names a prefix of public sample ids), and a
     check loosened for it would let a sender buy room for harm by claiming fewer steps.
     """
-    if not _finite_losses(ev) or ev.specific is None:
+    if not _payable(ev, cfg):
         return 0.0
     a, r = _gains(ev)
-    if a <= cfg.min_improvement or r < 0.0:
-        return 0.0
-    proven = ev.specific.proven(cfg.proof_z)
-    if proven <= 0.0:
-        return 0.0
-    score = proven + cfg.unproven_credit * min(a, r)
+    score = ev.specific.proven(cfg.proof_z) + cfg.unproven_credit * min(a, r)
     fraction = min(1.0, max(0.0, ev.fraction))
     credit = usefulness(r, r_reference, cfg.harm_tolerance)
     h = ev.heldout_gain()
@@ -189,7 +184,7 @@ def random_reference(
     negative gains would even switch the check off). Partial uploads help less by design, so
     they enter only when full uploads are fewer than half.
     """
-    return _proven_median(evaluations, cfg, lambda ev: _gains(ev)[1], exclude, positive=True)
+    return _payable_median(evaluations, cfg, lambda ev: _gains(ev)[1], exclude, positive=True)
 
 
 def gain_ratios(
@@ -210,10 +205,9 @@ def gain_ratios(
     reference = random_reference(evaluations, cfg, copies)
     out = {}
     for ev in evaluations:
-        if ev.hotkey in copies or not _payable(ev, cfg) or reference is None:
-            continue
-        if (q := gain_ratio(_gains(ev)[1], reference)) is not None:
-            out[ev.hotkey] = q
+        if ev.hotkey not in copies and _payable(ev, cfg):
+            if (q := gain_ratio(_gains(ev)[1], reference)) is not None:
+                out[ev.hotkey] = q
     return out
 
 
@@ -222,19 +216,20 @@ def heldout_reference(
 ) -> float | None:
     """``random_reference`` for the gain on the held-out draw (uploads that measured one): a
     median at or below 0 would switch the held-out check off, so only positive gains count."""
-    return _proven_median(evaluations, cfg, Evaluation.heldout_gain, exclude, positive=True)
+    return _payable_median(evaluations, cfg, Evaluation.heldout_gain, exclude, positive=True)
 
 
 def _payable(ev: Evaluation, cfg: ScoringConfig) -> bool:
-    """Whether ``window_score`` can pay the upload at all: finite losses, a proven own-data
-    excess, an assigned-data gain above ``cfg.min_improvement`` and no harm to random data."""
+    """Whether ``window_score`` can pay the upload at all (its zero conditions): finite losses,
+    a proven own-data excess, an assigned-data gain above ``cfg.min_improvement`` and no harm
+    to random data."""
     if not (_finite_losses(ev) and ev.specific is not None):
         return False
     a, r = _gains(ev)
     return ev.specific.proven(cfg.proof_z) > 0 and a > cfg.min_improvement and r >= 0.0
 
 
-def _proven_median(
+def _payable_median(
     evaluations: Iterable[Evaluation],
     cfg: ScoringConfig,
     gain,
