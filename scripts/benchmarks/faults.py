@@ -15,6 +15,7 @@ is in its bucket, and every neuron's saved model is the holder's last version, d
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import subprocess
 import sys
@@ -102,7 +103,9 @@ def scenario(root: Path, rates: FaultRates, *, long: bool, merges_after: int) ->
             run.wait(lambda: run.merged_after(last) >= merges_after, 300, "merges after the faults")
             codes = ns.stop_all_of(["holder"])
             run.stopped.add("holder")
-            run.chain_wait(24)  # one more window: every neuron syncs to the last version
+            # Every neuron syncs to the last version in its next phase; under load (and with the
+            # proxy spoiling a sync now and then) that can take a window or two more.
+            run.wait_synced(run.versions()[-1]["version"], windows=4)
             codes.update(ns.stop_all())
         finally:
             ns.stop_all()
@@ -142,6 +145,15 @@ class _Run:
                 raise TimeoutError(f"timed out waiting for {what}; see {self.root / 'logs'}")
             time.sleep(0.5)
 
+    def wait_synced(self, version: int, windows: int) -> None:
+        """Until every running neuron saved ``version``, or ``windows`` windows passed (the check
+        then reports who did not)."""
+        target = self.block() + windows * PROTOCOL["window"]["blocks"]
+        while self.block() < target and not all(
+            v == version for v in _saved_versions(self.root / "state").values()
+        ):
+            time.sleep(1.0)
+
     def block(self) -> int:
         for _ in range(60):
             try:
@@ -149,10 +161,6 @@ class _Run:
             except Exception:  # noqa: BLE001 - the chain may be restarting
                 time.sleep(0.5)
         raise TimeoutError("the chain does not answer")
-
-    def chain_wait(self, blocks: int) -> None:
-        target = self.block() + blocks
-        self.wait(lambda: self.block() >= target, blocks * 2 + 30, f"block {target}")
 
     def kill(self, name: str, offset: int) -> dict[str, Any]:
         """SIGKILL `name` at `offset` of the next window, then start it again."""
@@ -262,9 +270,18 @@ def _exists(store: S3Store, key: str) -> bool:
         return False
 
 
-def _saved_digests(state: Path, names: dict[str, str]) -> dict[str, tuple[int, str]]:
-    import json
+def _saved_versions(state: Path) -> dict[str, int | None]:
+    """Each neuron's saved model version (its state folder -> version), the holder's too."""
+    out = {}
+    for path in state.glob("*/state.json"):
+        try:
+            out[path.parent.name] = json.loads(path.read_text()).get("version")
+        except (OSError, ValueError):  # being replaced right now: not synced yet
+            out[path.parent.name] = None
+    return out
 
+
+def _saved_digests(state: Path, names: dict[str, str]) -> dict[str, tuple[int, str]]:
     from safetensors.torch import load_file
 
     out = {}

@@ -134,7 +134,7 @@ def main() -> None:
                                           twins=twins(matches, w))  # fmt: skip
         evaluations = [replace(ev, fraction=1 / PREFIX) if ev.hotkey == "prefix" else ev
                        for ev in evaluations]  # fmt: skip
-        copies = judge_matches(matches, fits, cfg.copy_z)
+        copies = judge_matches(matches, fits, cfg.copy_z, w)
         log.record(w, prints)
         records = extend_records(records, gain_ratios(evaluations, cfg, copies), cfg.record_windows,
                                  set(deltas) | set(records))  # fmt: skip

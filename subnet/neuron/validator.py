@@ -220,7 +220,7 @@ class Validator(BaseNeuron):
         self.rt.metrics.log("fingerprints", window=window, overlap=overlap_summary(prints, history),
                             matches=[[m.hotkey, m.source, m.window, round(m.overlap, 4),
                                       *fits.get(m, ())] for m in matches])  # fmt: skip
-        return evaluations, judge_matches(matches, fits, p.scoring.copy_z)
+        return evaluations, judge_matches(matches, fits, p.scoring.copy_z, window)
 
     def _late(self, window: int, missing: set[str]) -> set[str]:
         """Uploads absent at the deadline that exist now: they arrived late."""

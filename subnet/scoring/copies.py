@@ -161,27 +161,31 @@ def judge_matches(
     matches: Iterable[Match],
     fits: Mapping[Match, tuple[float, ...]],
     z: float = 0.0,
+    window: int | None = None,
 ) -> dict[str, str]:
     """Copier hotkey -> ``"<source>@<window>"`` for the matches where the evidence says copy.
 
     ``fits[m] = (own, other[, se])``: how specific ``m.hotkey``'s update is to its own assigned
     samples and to ``m.source``'s samples of ``m.window`` (``Specificity.mean``), and the
-    standard error of their difference. The upload is a copy when ``other - own > z * se``: it
-    was trained on someone else's data (or on its sender's data of another window). For two
-    near-identical uploads of one window the two directions compare the same update on the same
-    two sample sets, so at most one side can be flagged: the one whose own samples the update
-    fits worse, whatever the upload order. The margin (``scoring.copy_z``) keeps a noise flip
-    from flagging the victim; a copy it lets through proves nothing on its own samples and is
-    paid about nothing, so missing one costs far less than flagging an honest miner. When an
-    upload matches several, the best-fitting source is named. Matches without an entry in
-    ``fits`` flag nothing.
+    standard error of their difference. The upload is a copy when ``other - own > margin``: it
+    was trained on someone else's data (or on its sender's data of another window).
+
+    The margin is ``z * se`` for a pair of uploads of ``window`` itself (of any window when
+    ``window`` is None), 0 for a match against an earlier window's upload. Two near-identical uploads of one window compare the same
+    update on the same two sample sets, so at most one side can be flagged, the one whose own
+    samples the update fits worse, whatever the upload order; the margin (``scoring.copy_z``)
+    keeps a noise flip from flagging the original (a copy it lets through proves nothing on its
+    own samples and is paid about nothing). An earlier window's upload was public before this
+    window began, so there is no original to protect there: a replay is judged on the plain
+    comparison. When an upload matches several, the best-fitting source is named. Matches
+    without an entry in ``fits`` flag nothing.
     """
     best: dict[str, tuple[float, str]] = {}
     for m in matches:
         if m not in fits:
             continue
         own, other, *rest = fits[m]
-        margin = z * rest[0] if rest else 0.0
+        margin = z * rest[0] if rest and window in (None, m.window) else 0.0
         if other - own > margin and (m.hotkey not in best or other > best[m.hotkey][0]):
             best[m.hotkey] = (other, f"{m.source}@{m.window}")
     return {hk: detail for hk, (_, detail) in sorted(best.items())}
