@@ -41,9 +41,10 @@ class WindowConfig(_Strict):
 
     Window ``w`` spans blocks ``[start_block + w * blocks, start_block + (w + 1) * blocks)``.
     Offsets are in blocks from the window's first block: miners upload before
-    ``upload_deadline``; validators then score and report before ``report_deadline``; the model
-    holder merges from ``report_deadline`` on and publishes the next version before the window
-    ends.
+    ``upload_deadline`` (on a commit-reveal lane they commit to their upload's digest by then
+    and write the upload itself after it); validators then score and report before
+    ``report_deadline``; the model holder merges from ``report_deadline`` on and publishes the
+    next version before the window ends.
     """
 
     start_block: int = Field(0, ge=0, description="block where window 0 starts")
@@ -54,12 +55,29 @@ class WindowConfig(_Strict):
     report_deadline: int = Field(
         24, ge=2, description="offset by which validators report; the holder merges from here"
     )
+    reveal_deadline: int | None = Field(
+        None,
+        ge=2,
+        description="on a commit-reveal lane, the offset until which validators wait for every "
+        "committed upload to be revealed before scoring without it (unset: upload_deadline + "
+        "max(2, (report_deadline - upload_deadline) // 4))",
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> WindowConfig:
         if not self.upload_deadline < self.report_deadline < self.blocks:
             raise ValueError("need upload_deadline < report_deadline < blocks")
+        if not self.upload_deadline < self.reveal_by <= self.report_deadline:
+            raise ValueError("need upload_deadline < reveal_deadline <= report_deadline")
         return self
+
+    @property
+    def reveal_by(self) -> int:
+        """``reveal_deadline``, or its default: a quarter of the validators' phase, at least 2."""
+        if self.reveal_deadline is not None:
+            return self.reveal_deadline
+        gap = self.report_deadline - self.upload_deadline
+        return min(self.report_deadline, self.upload_deadline + max(2, gap // 4))
 
 
 class ProtocolConfig(_Strict):

@@ -3,7 +3,10 @@
 Pure arithmetic over ticks (chain blocks in subnet mode, wall-clock ticks in a room): nothing
 here reads a clock. A window's offsets are split into three phases, in order: ``upload``
 ``[0, upload_deadline)``, ``score`` ``[upload_deadline, report_deadline)`` and ``merge``
-``[report_deadline, blocks)``; a run plan's steps name the phase they run in.
+``[report_deadline, blocks)``; a run plan's steps name the phase they run in. On a commit-reveal
+lane the writers reveal in the ``reveal`` phase, ``[upload_deadline + 1, report_deadline)``:
+inside the score phase, from the tick after the deadline tick on which the readers close their
+snapshot of the commits.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from dataclasses import dataclass
 
 from ..config import WindowConfig
 
-PHASES = ("upload", "score", "merge")
+PHASES = ("upload", "reveal", "score", "merge")
 
 
 @dataclass(frozen=True)
@@ -36,10 +39,12 @@ class WindowClock:
         return self.cfg.start_block + window * self.cfg.blocks
 
     def phase(self, name: str) -> tuple[int, int]:
-        """``(first, last)`` offsets of phase ``name`` (``upload``, ``score`` or ``merge``)."""
+        """``(first, last)`` offsets of phase ``name`` (``upload``, ``reveal``, ``score`` or
+        ``merge``)."""
         c = self.cfg
         spans = {
             "upload": (0, c.upload_deadline - 1),
+            "reveal": (c.upload_deadline + 1, c.report_deadline - 1),
             "score": (c.upload_deadline, c.report_deadline - 1),
             "merge": (c.report_deadline, c.blocks - 1),
         }

@@ -61,12 +61,34 @@ def all_uploads(neuron: Any, step: Step) -> bool:
     return True
 
 
+def revealed(neuron: Any, step: Step) -> bool:
+    """Every upload this validator holds a commit for is revealed, on each commit-reveal lane
+    the step reads (the commits are the validator's snapshot: ``commits.CommitSnapshot``)."""
+    rt = neuron.rt
+    for name in step.plan.reads:
+        if not rt.plan.lanes[name].commit_reveal:
+            continue
+        snapshot = neuron.snapshot.of(step.window)
+        committed = sorted(snapshot.digests) if snapshot is not None else []
+        if not objects_present(rt, ObjectKind.GRADIENT, name, step.window, committed,
+                               read=rt.readers.get):  # fmt: skip
+            return False
+    return True
+
+
+def reveal_lapse(cfg: WindowConfig) -> int:
+    """``window.reveal_by``, inside the score phase: a commit that is never revealed (withheld,
+    or its sender went down) holds the scoring up that long and no longer."""
+    return min(cfg.reveal_by, cfg.report_deadline - 1)
+
+
 # Normally the previous merge is out already; a slow holder gets a quarter of the upload phase.
 GATES: Mapping[str, Gate] = {
     "version_out": Gate("version_out", version_out, lambda w: max(1, w.upload_deadline // 4),
                         "version w-1 is out"),
     "all_uploads": Gate("all_uploads", all_uploads, None,
                         "all expected uploads of the lanes read are present"),
+    "revealed": Gate("revealed", revealed, reveal_lapse, "every committed upload is revealed"),
     "children_in": Gate("children_in", children_in, None, "every tree child's partial is in"),
     "predecessor_in": Gate("predecessor_in", predecessor_in, None,
                            "the ring predecessor's model is in"),

@@ -27,7 +27,7 @@ from ..compression import build_compressor
 from ..config import ConfigError
 from ..data import MANIFEST_KEY, TokenDataset
 from ..model import build_model, evaluate_loss
-from ..scoring.report import nobody_scored, parse_report
+from ..scoring.report import bind_scores, nobody_scored, parse_digests, parse_report
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.counting import ddp_ring_bytes
 from ..storage.keys import ObjectKind
@@ -214,7 +214,7 @@ class ModelHolder(BaseNeuron):
         started = time.perf_counter()
         p = self.rt.cfg.protocol
         trusted = self.trusted()
-        reports = self._reports(window, trusted)
+        signed = self._read_reports(window, trusted)
         if senders is None:
             senders = tree_senders(self.rt, self.grads) or self.rt.writers(self.grads)
         miners = [hk for hk in senders if hk != self.rt.hotkey]
@@ -224,6 +224,11 @@ class ModelHolder(BaseNeuron):
         got = collect_uploads(self.rt, window, miners, base_version=self.version,
                               compressor=self.compressor, shapes=shapes, assigned=assigned,
                               lane=self.grads)  # fmt: skip
+        # A score counts only for the bytes its validator scored: a miner that served this
+        # holder other bytes (or rewrote its upload after the scoring) is merged at 0.
+        fetched = {hk: u.sha256 for hk, u in got.accepted.items()}
+        reports = {v: scores if digests is None else bind_scores(scores, digests, fetched)
+                   for v, (scores, digests) in signed.items()}  # fmt: skip
         # Units when nobody scored: the samples each receipt proves trained (the whole
         # assignment, or the prefix a partial upload names), never a number the miner claims.
         units = {hk: got.accepted[hk].samples or samples_per_window(self.rt) for hk in got.accepted}
@@ -274,7 +279,14 @@ class ModelHolder(BaseNeuron):
 
     def _reports(self, window: int, trusted: set[str]) -> dict[str, dict[str, float]]:
         """Window scores from each trusted validator's signed report (bad ones are skipped)."""
-        out: dict[str, dict[str, float]] = {}
+        return {hk: scores for hk, (scores, _) in self._read_reports(window, trusted).items()}
+
+    def _read_reports(
+        self, window: int, trusted: set[str]
+    ) -> dict[str, tuple[dict[str, float], dict[str, str] | None]]:
+        """Each trusted validator's signed report: its scores, and the payload digest each
+        score is for (None for consensus weights, which name no payloads)."""
+        out: dict[str, tuple[dict[str, float], dict[str, str] | None]] = {}
         for hotkey in sorted(trusted):
             reader = self.rt.readers.get(hotkey)
             if reader is None:
@@ -286,7 +298,10 @@ class ModelHolder(BaseNeuron):
                 envelope = fetch_envelope(reader, expected, None, max_bytes=self.rt.max_bytes)
                 if envelope.metadata.get("plan") != self.rt.plan.digest:
                     raise ValueError("report made under another run plan or protocol settings")
-                out[hotkey] = parse_report(envelope.metadata.get("scores", ""))
+                scores = parse_report(envelope.metadata.get("scores", ""))
+                digests = (parse_digests(envelope.metadata.get("digests", ""))
+                           if kind == ObjectKind.SCORES else None)  # fmt: skip
+                out[hotkey] = (scores, digests)
             except (StorageError, Rejected, ValueError) as error:
                 logger.info("no usable report from {} for window {}: {}", hotkey[:8], window, error)
         return out

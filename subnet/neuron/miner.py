@@ -34,6 +34,7 @@ from ..wire import publish_envelope
 from .actions.ring import mix, publish_model
 from .actions.tree import reduce
 from .base import BaseNeuron
+from .commits import Sealed, seal, write_reveal
 from .lines import Line, build_lines, stream_of
 from .pacer import Pacer, WindowSkipped  # noqa: F401 (WindowSkipped: re-exported)
 from .replica import Replica
@@ -82,6 +83,7 @@ class Miner(BaseNeuron):
         self.train_record: dict[str, Any] = {}  # the window's train metrics, logged on upload
         self.trained: Upload | None = None  # this window's update, for a later step (reduce, mix)
         self.trained_window = -1
+        self.sealed: dict[str, Sealed] = {}  # lane -> the upload committed to, not yet revealed
 
     @property
     def replica(self) -> Replica:
@@ -121,9 +123,23 @@ class Miner(BaseNeuron):
             publish(self, step.window, upload, lane=step.lane)
         return upload
 
+    def reveal(self, step: Step) -> Sealed | None:
+        """The ``reveal`` action (a commit-reveal lane, after the deadline): write the upload
+        committed to before it, exactly the bytes the commit names."""
+        sealed = self.sealed.get(step.lane or "")
+        if sealed is None or sealed.window != step.window:
+            logger.info("window {}: nothing committed on {} to reveal", step.window, step.lane)
+            return None
+        written = write_reveal(self.rt, sealed)
+        logger.info("uploaded {} ({})", sealed.key, "new" if written else "already there")
+        self.rt.metrics.log("train", **sealed.record, **self.rt.meter.take())
+        del self.sealed[sealed.lane]
+        return sealed
+
     reduce = reduce
     mix = mix
-    actions: ClassVar[dict[str, Action]] = {"train": train, "reduce": reduce, "mix": mix}
+    actions: ClassVar[dict[str, Action]] = {"train": train, "reveal": reveal, "reduce": reduce,
+                                            "mix": mix}  # fmt: skip
 
     def sync(self, window: int) -> None:
         """Move to the latest model version (the ``version_out`` gate waited for it)."""
@@ -173,7 +189,16 @@ class Miner(BaseNeuron):
                                 "plan": self.rt.plan.digest})  # fmt: skip
 
     def publish(self, window: int, result: Upload, lane: str | None = None) -> None:
-        """Sign and write the upload once to our bucket."""
+        """Sign and write the upload once to our bucket (on a commit-reveal lane: only the
+        commit to it now; the ``reveal`` step writes the upload after the deadline)."""
+        if lane is not None and self.rt.lane(lane).commit_reveal:
+            sealed = seal(self.rt, window, lane, result.payload, self.replica.version,
+                          result.metadata)  # fmt: skip
+            sealed.record = self.train_record
+            self.sealed[lane] = sealed
+            result.key = sealed.key
+            self.pacer.uploaded(window)  # the commit is what the deadline is for
+            return
         key, written = publish_envelope(
             self.rt.store, signer=self.rt.signer, run=self.rt.cfg.protocol.run,
             kind=ObjectKind.GRADIENT, window=window, tensors=result.payload,
@@ -202,6 +227,10 @@ class Miner(BaseNeuron):
                 meta |= record
             else:
                 meta["lines"][stream] = record
+        # Committed, not yet revealed: a restart before the reveal still sends these bytes.
+        meta["sealed"] = {lane: s.meta() for lane, s in self.sealed.items()}
+        for lane, s in self.sealed.items():
+            tensors[f"sealed:{lane}"] = torch.frombuffer(bytearray(s.blob), dtype=torch.uint8)
         return meta, tensors
 
     def restore(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
@@ -213,6 +242,8 @@ class Miner(BaseNeuron):
             line.ef.load_state_dict(unprefixed(tensors, head + "ef"))
             load_optimizer_state(line.optimizer, record.get("adamw_groups", []),
                                  unprefixed(tensors, head + "adamw"))  # fmt: skip
+        self.sealed = {lane: Sealed.load(m, tensors[f"sealed:{lane}"])
+                       for lane, m in meta.get("sealed", {}).items() if f"sealed:{lane}" in tensors}  # fmt: skip
 
 
 # How ``train`` sends on a lane, by the lane's object kind (default: the update, signed).

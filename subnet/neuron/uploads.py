@@ -21,6 +21,7 @@ from ..data import sample_receipt
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind
 from ..wire import Envelope, Expected, Reason, Rejected, fetch_envelope
+from .commits import reveal_matches
 from .rules import inner_config
 from .runtime import Runtime
 
@@ -40,6 +41,7 @@ class Received:
     samples: int = 0  # samples trained: a prefix of the assignment, proven by the receipt
     assigned: int = 0  # samples assigned (H steps' worth)
     steps: int = 0  # inner steps the samples amount to
+    sha256: str = ""  # the signed payload digest: what a score report says it scored
 
     def decode(self) -> dict[str, torch.Tensor]:
         """The decoded update, decoded afresh on every call: use it and let it go."""
@@ -79,15 +81,23 @@ def collect_uploads(
     shapes: Mapping[str, tuple[int, ...]],
     assigned: Callable[[str], list[int]],
     lane: str | None = None,
+    commits: Mapping[str, str] | None = None,
 ) -> WindowUploads:
     """Fetch, verify and decode each sender's gradient for ``window`` on ``lane``.
 
     ``assigned(hotkey)`` gives the sample ids the sender had to train on; its receipt must match.
+    ``commits`` (a commit-reveal lane: ``hotkey -> commit digest`` the reader trusts) refuses a
+    payload that does not give its sender's commit (``bad_reveal``).
     """
     out = WindowUploads()
     for hotkey in senders:
         try:
             envelope = _fetch(rt, window, hotkey, base_version, lane)
+            if commits is not None and not reveal_matches(
+                rt, envelope.header.lane, window, hotkey, envelope.header.payload_sha256,
+                commits.get(hotkey, ""),
+            ):  # fmt: skip
+                raise _Refused("bad_reveal")  # not the payload it committed to before the deadline
             out.accepted[hotkey] = _accept(rt, envelope, hotkey, compressor, shapes, assigned)
         except ObjectNotFound:
             out.missing.add(hotkey)
@@ -143,7 +153,8 @@ def _accept(
         raise _Refused(reason)
     steps = samples // per_step if samples < len(ids) else inner.steps
     return Received(hotkey, envelope.tensors, meta, int(envelope.header.payload_bytes),
-                    int(tokens), compressor, shapes, samples, len(ids), steps)  # fmt: skip
+                    int(tokens), compressor, shapes, samples, len(ids), steps,
+                    envelope.header.payload_sha256)  # fmt: skip
 
 
 def trained_prefix(meta: Mapping[str, str], ids: list[int], per_step: int, least_steps: int) -> int:

@@ -37,11 +37,12 @@ from ..scoring import (
 )
 from ..scoring.assess import WindowProbe, assess_window, own_subset
 from ..scoring.draws import corpus_batches, heldout_draw, heldout_size
-from ..scoring.report import encode_report
+from ..scoring.report import encode_digests, encode_report
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind, object_key
 from ..wire import publish_envelope
 from .base import BaseNeuron
+from .commits import CommitSnapshot
 from .replica import Replica
 from .rules import DATA_RULES, lane_data_rule
 from .state import prefixed, unprefixed
@@ -57,6 +58,7 @@ class ScoreReport:
     version: int | None
     scores: dict[str, float]  # sender hotkey -> window score, as reported
     verdicts: dict[str, Verdict] = field(default_factory=dict)
+    digests: dict[str, str] = field(default_factory=dict)  # scored hotkey -> payload sha256
 
 
 class Validator(BaseNeuron):
@@ -79,6 +81,10 @@ class Validator(BaseNeuron):
         # Fingerprints of recent windows' uploads (memory only): a replay of one is caught.
         self.fingerprints = FingerprintLog(rt.cfg.protocol.scoring.history_windows)
         self.grads = rt.read_lane(self.slot, ObjectKind.GRADIENT.value).name  # the lane scored
+        # On a commit-reveal lane the commits read before the reveal opened decide who is in
+        # time and which payload each may reveal (``commits.py``); upload order decides nothing.
+        self.commit_reveal = rt.lane(self.grads).commit_reveal
+        self.snapshot = CommitSnapshot()
 
     def setup(self) -> None:
         """The dataset (NotReady until the holder published it) and the model replica."""
@@ -101,8 +107,12 @@ class Validator(BaseNeuron):
     actions: ClassVar[dict[str, Action]] = {"score": score}
 
     def observe(self, tick: int, window: int, offset: int) -> None:
-        """Note when each upload first appears: upload order decides who copied whom."""
+        """Read the commits up to the deadline (a commit-reveal lane); else note when each upload
+        first appears, to tell which ones were in by the deadline."""
         if offset > self.rt.cfg.protocol.window.upload_deadline:
+            return
+        if self.commit_reveal:
+            self.snapshot.poll(self.rt, self.grads, window, offset, self.miners())
             return
         for hotkey in self.miners():
             if (window, hotkey) in self.first_seen or (window, hotkey) in self.unreachable:
@@ -139,21 +149,37 @@ class Validator(BaseNeuron):
     def step(self, window: int) -> ScoreReport:
         """Fetch, verify and score every upload of ``window``; update the moving scores."""
         p = self.rt.cfg.protocol
+        miners = self.miners()
+        commits, unseen = None, set()
+        if self.commit_reveal:
+            snapshot = self.snapshot.of(window)
+            self.snapshot.forget(window)
+            if snapshot is None:
+                logger.warning("window {}: no commit snapshot from before the reveal (this "
+                               "validator was not polling then); not scoring it", window)  # fmt: skip
+                return ScoreReport(window, self.replica.version, {})
+            commits = snapshot.digests
+            if not snapshot.complete:  # it missed the deadline tick: silent on the rest
+                unseen = set(miners) - set(commits)
+        senders = [hk for hk in miners if hk not in unseen]
+        uncommitted = set() if commits is None else {hk for hk in senders if hk not in commits}
         shapes = {k: tuple(v.shape) for k, v in self.replica.state.items()}
-        got = collect_uploads(self.rt, window, self.miners(), base_version=self.replica.version,
-                              compressor=self.compressor, shapes=shapes,
-                              assigned=self.assigned(window), lane=self.grads)  # fmt: skip
+        got = collect_uploads(self.rt, window, [hk for hk in senders if hk not in uncommitted],
+                              base_version=self.replica.version, compressor=self.compressor,
+                              shapes=shapes, assigned=self.assigned(window), lane=self.grads,
+                              commits=commits)  # fmt: skip
+        got.missing |= uncommitted  # no commit by the deadline: their payload is not looked at
         after = self._after_deadline(window, got.accepted)
         evaluations, copies = self._assess(
             window, {hk: u for hk, u in got.accepted.items() if hk not in after}
         )
-        late = self._late(window, got.missing) | after
+        late = self._late(window, got.missing, commits) | after
         self.records = extend_records(self.records, gain_ratios(evaluations, p.scoring, copies),
-                                      p.scoring.record_windows, set(self.miners()))  # fmt: skip
+                                      p.scoring.record_windows, set(miners))  # fmt: skip
         verdicts = score_window(evaluations, got.missing - late, late, got.stale, got.rejected,
                                 copies, p.scoring, self.records)  # fmt: skip
         scores = {hk: v.score for hk, v in verdicts.items()}
-        self.moving = update_moving(self.moving, scores, set(self.miners()), p.scoring)
+        self.moving = update_moving(self.moving, scores, set(miners), p.scoring, keep=unseen)
         for hk, v in sorted(verdicts.items()):
             logger.info(
                 "window {} {}: {} score {:.4f} {}", window, hk[:8], v.reason, v.score, v.detail
@@ -170,7 +196,8 @@ class Validator(BaseNeuron):
         self.first_seen = {k: b for k, b in self.first_seen.items() if k[0] > window}
         self.unreachable = {k for k in self.unreachable if k[0] > window}
         self.deadline_looked = {w for w in self.deadline_looked if w > window}
-        return ScoreReport(window, self.replica.version, scores, verdicts)
+        digests = {hk: got.accepted[hk].sha256 for hk in scores if hk in got.accepted}
+        return ScoreReport(window, self.replica.version, scores, verdicts, digests)
 
     def _after_deadline(self, window: int, accepted: dict[str, Received]) -> set[str]:
         """Accepted uploads that were not there when this validator looked at the deadline tick.
@@ -222,15 +249,19 @@ class Validator(BaseNeuron):
                                       *fits.get(m, ())] for m in matches])  # fmt: skip
         return evaluations, judge_matches(matches, fits, p.scoring.copy_z, window)
 
-    def _late(self, window: int, missing: set[str]) -> set[str]:
-        """Uploads absent at the deadline that exist now: they arrived late."""
+    def _late(self, window: int, missing: set[str], commits: dict[str, str] | None) -> set[str]:
+        """Uploads absent at the deadline that exist now: they arrived late. On a commit-reveal
+        lane: a commit written after the snapshot, or a reveal after the validator looked."""
         run, lane = self.rt.cfg.protocol.run, self.grads
-        return {
-            hk for hk in missing
-            if (reader := self.rt.readers.get(hk)) is not None
-            and _modified(reader, object_key(run, ObjectKind.GRADIENT, window, hk, lane=lane))
-            is not None
-        }  # fmt: skip
+
+        def there(hk: str) -> bool:
+            kind = (ObjectKind.GRADIENT if commits is None or hk in commits
+                    else ObjectKind.GRADIENT_COMMIT)  # fmt: skip
+            reader = self.rt.readers.get(hk)
+            key = object_key(run, kind, window, hk, lane=lane)
+            return reader is not None and _modified(reader, key) is not None
+
+        return {hk for hk in missing if there(hk)}
 
     def publish(self, window: int, result: ScoreReport, lane: str | None = None) -> None:
         """Sign and write the window's score report, then offer the moving scores as weights."""
@@ -240,7 +271,8 @@ class Validator(BaseNeuron):
             self.rt.store, signer=self.rt.signer, run=self.rt.cfg.protocol.run,
             kind=ObjectKind.SCORES, window=window, tensors={"scores": tensor},
             base_version=self.replica.version, lane=lane,
-            metadata={"scores": encode_report(scores), "plan": self.rt.plan.digest},
+            metadata={"scores": encode_report(scores), "digests": encode_digests(result.digests),
+                      "plan": self.rt.plan.digest},
         )  # fmt: skip
         self.offer_weights(window)
 

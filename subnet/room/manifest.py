@@ -71,7 +71,7 @@ class RoomRun(_Strict):
     """A run started in the room: its topology pinned by exact version and plan digest."""
 
     name: str = Field(pattern=NAME)
-    topology: str = Field(max_length=128)  # "@beam/scored-subnet@1.0.0"
+    topology: str = Field(max_length=128)  # "@beam/scored-subnet@2.0.0"
     params: dict[str, Any] = Field(default_factory=dict)
     digest: str = Field(pattern=r"^[0-9a-f]{16}$")
     protocol: dict[str, Any] = Field(default_factory=dict)  # the shared [protocol] settings

@@ -2,8 +2,13 @@
 
 A report is the `scores` metadata string of a validator's signed `scores` envelope: a flat JSON
 object mapping miner hotkeys (ss58, checksum verified) to finite scores, e.g.
-`{"5F...": 0.8, "5G...": 0.0}`. The reader treats it as hostile: `parse_report` bounds the text,
-the nesting, the number of entries and every value before trusting it, and every malformed input
+`{"5F...": 0.8, "5G...": 0.0}`, and beside it the `digests` string: the same kind of object
+mapping each scored miner to the sha256 of the payload it scored. The holder merges a score only
+into the bytes it was given for (`bind_scores`): a miner that serves the holder other bytes than
+the validators, or rewrites its upload after being scored, is merged at 0.
+
+The reader treats both as hostile: `parse_report` and `parse_digests` bound the text, the
+nesting, the number of entries and every value before trusting it, and every malformed input
 raises `ReportError` (a `ValueError`) with a reason code, never another exception, so one bad
 validator costs only its own voice in the window.
 """
@@ -12,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Set
 
 from bittensor.sp_core import ss58_decode
@@ -20,6 +26,7 @@ MAX_REPORT_CHARS = 256 * 1024  # 4,096 entries of ~60 characters fit with room t
 MAX_ENTRIES = 4096  # far above a subnet's 256 UIDs
 MAX_ABS_SCORE = 1e9  # scores are loss improvements, O(1); beyond this a report is nonsense
 _MAX_NUMBER_CHARS = 64  # a JSON number literal longer than this is an attack, not a score
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 REPORT_REASONS = (
     "not_text",  # not a str
@@ -31,6 +38,7 @@ REPORT_REASONS = (
     "duplicate_key",  # the same hotkey twice (which one would count?)
     "bad_key",  # a key that is not a valid ss58 address
     "bad_score",  # a value that is not a finite number within MAX_ABS_SCORE (booleans too)
+    "bad_digest",  # a digest that is not 64 lowercase hex characters
 )
 
 
@@ -52,6 +60,48 @@ def encode_report(scores: Mapping[str, float]) -> str:
 
 def parse_report(text: object) -> dict[str, float]:
     """`{miner hotkey: score}` from a report's text, or `ReportError` with the reason."""
+    out: dict[str, float] = {}
+    for key, value in _entries(text):
+        if not isinstance(value, float) or not math.isfinite(value) or abs(value) > MAX_ABS_SCORE:
+            raise ReportError("bad_score", f"{key[:8]}: {type(value).__name__}")
+        out[key] = value
+    return out
+
+
+def encode_digests(digests: Mapping[str, str]) -> str:
+    """The `digests` text: each scored miner's payload sha256 (hex); `ReportError` if invalid."""
+    text = json.dumps({str(k): str(v) for k, v in sorted(digests.items())})
+    parse_digests(text)
+    return text
+
+
+def parse_digests(text: object) -> dict[str, str]:
+    """`{miner hotkey: payload sha256}` from a report's `digests` text, or `ReportError`."""
+    out: dict[str, str] = {}
+    for key, value in _entries(text):
+        if not isinstance(value, str) or not _HEX64.match(value):
+            raise ReportError("bad_digest", key[:8])
+        out[key] = value
+    return out
+
+
+def bind_scores(
+    scores: Mapping[str, float], digests: Mapping[str, str], fetched: Mapping[str, str]
+) -> dict[str, float]:
+    """A report's scores, each counting only for the payload it was given for.
+
+    `fetched` maps a miner to the sha256 of the payload the reader holds; a positive score whose
+    digest differs (or is absent) becomes 0: the validator never saw these bytes. Miners the
+    reader holds nothing of keep their score (it decides nothing there).
+    """
+    return {
+        hotkey: score if hotkey not in fetched or digests.get(hotkey) == fetched[hotkey] else 0.0
+        for hotkey, score in scores.items()
+    }
+
+
+def _entries(text: object) -> list[tuple[str, object]]:
+    """The `(hotkey, value)` pairs of a flat JSON object, bounded and checked, keys ss58."""
     if not isinstance(text, str):
         raise ReportError("not_text", type(text).__name__)
     if len(text) > MAX_REPORT_CHARS:
@@ -74,16 +124,14 @@ def parse_report(text: object) -> dict[str, float]:
         raise ReportError("not_an_object", type(raw).__name__)
     if len(raw) > MAX_ENTRIES:
         raise ReportError("too_many_entries", f"{len(raw)} > {MAX_ENTRIES}")
-    out: dict[str, float] = {}
-    for key, value in raw:
-        if key in out:
+    seen: set[str] = set()
+    for key, _ in raw:
+        if key in seen:
             raise ReportError("duplicate_key", key[:60])
         if not _is_ss58(key):
             raise ReportError("bad_key", repr(key[:60]))
-        if not isinstance(value, float) or not math.isfinite(value) or abs(value) > MAX_ABS_SCORE:
-            raise ReportError("bad_score", f"{key[:8]}: {type(value).__name__}")
-        out[key] = value
-    return out
+        seen.add(key)
+    return list(raw)
 
 
 def nobody_scored(

@@ -14,7 +14,9 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
-PROTOCOL_VERSION = 3  # bump on any incompatible change to keys or the wire (2: lanes, 3: deltas)
+# Bump on any incompatible change to keys or the wire (2: lanes, 3: deltas, 4: commit-reveal and
+# score reports that name the payload each score is for).
+PROTOCOL_VERSION = 4
 ROOT = "beam"
 _WINDOW_DIGITS = 12
 _RUN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -29,6 +31,9 @@ class ObjectKind(str, Enum):
     """What an object is; part of both its key and its signed header."""
 
     GRADIENT = "gradient"  # a miner's compressed pseudo-gradient for one window
+    # A miner's signed commitment to its gradient's digest, written before the upload deadline
+    # on a commit-reveal lane; the gradient itself (the reveal) may only be written after it.
+    GRADIENT_COMMIT = "gradient-commit"
     SCORES = "scores"  # a validator's score report for one window
     MODEL_PATCH = "model-patch"  # model version v+1 as a lossless patch against v
     MODEL_DELTA = "model-delta"  # model version v+1 as v minus a sparse compressed update
@@ -45,6 +50,7 @@ class ObjectKind(str, Enum):
 # The lane an object travels on when the caller names none (the scored subnet's lanes).
 DEFAULT_LANES: dict[ObjectKind, str] = {
     ObjectKind.GRADIENT: "grads",
+    ObjectKind.GRADIENT_COMMIT: "grads",
     ObjectKind.SCORES: "scores",
     ObjectKind.MODEL_PATCH: "model",
     ObjectKind.MODEL_DELTA: "model",

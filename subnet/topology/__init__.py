@@ -1,6 +1,6 @@
 """Topologies as data: versioned specs, templates that bind them, and the compiled run plan.
 
-``load_spec("@beam/scored-subnet@1.0.0")`` reads a builtin spec from ``topologies/``;
+``load_spec("@beam/scored-subnet@2.0.0")`` reads a builtin spec from ``topologies/``;
 ``compile_plan(spec, template, roster, registries)`` checks it against the members and the code
 that exists and returns an immutable, hashed ``RunPlan``, or raises ``PlanError`` with a reason
 code before anything runs. Pure: no torch, no chain, no neuron imports (docs/topologies.md).

@@ -129,6 +129,25 @@ def _check_lane_shape(spec: TopologySpec) -> None:
             )
         if not lane.readers:
             raise PlanError("lane_unread", f"lane {lane_name!r}: no slot reads it")
+        if lane.commit_reveal:
+            _check_reveal(spec, lane_name)
+
+
+def _check_reveal(spec: TopologySpec, lane_name: str) -> None:
+    """A commit-reveal lane carries uploads, and every writer slot reveals what it committed."""
+    lane = spec.lanes[lane_name]
+    if lane.kind != "gradient":
+        raise PlanError(
+            "bad_spec", f"lane {lane_name!r}: commit_reveal is for gradient lanes, not {lane.kind!r}"
+        )
+    for slot in lane.writers:
+        steps = spec.roles[slot].steps
+        if not any(s.lane == lane_name and s.phase == "reveal" for s in steps):
+            raise PlanError(
+                "bad_spec",
+                f"lane {lane_name!r} is commit_reveal but slot {slot!r} has no step in phase "
+                "'reveal' writing it",
+            )
 
 
 def _check_lane_members(spec: TopologySpec, roster: Roster) -> None:
@@ -228,7 +247,7 @@ def compile_plan(
     _check_roster(spec, counts, roster)
     _check_lane_members(spec, roster)
     lanes = {
-        name: LanePlan(name, lane.kind, lane.writers, lane.readers, lane.mode)
+        name: LanePlan(name, lane.kind, lane.writers, lane.readers, lane.mode, lane.commit_reveal)
         for name, lane in spec.lanes.items()
     }
     return RunPlan(

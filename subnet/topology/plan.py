@@ -45,8 +45,9 @@ class StepPlan:
     """One step of a slot's round, ready to run: its action, phase, lanes, gates and parameters."""
 
     action: str  # key into the role class's action registry
-    # "upload" | "score" | "merge": window offsets [0, upload_deadline) |
-    # [upload_deadline, report_deadline) | [report_deadline, blocks)
+    # "upload" | "reveal" | "score" | "merge": window offsets [0, upload_deadline) |
+    # [upload_deadline + 1, report_deadline) | [upload_deadline, report_deadline) |
+    # [report_deadline, blocks)
     phase: str
     lane: str | None  # the lane it writes, if any
     gates: tuple[str, ...]  # gate names that must pass, in order, before the step runs
@@ -76,6 +77,7 @@ class LanePlan:
     writers: tuple[str, ...]  # slot names
     readers: tuple[str, ...]  # slot names
     mode: str  # "broadcast" | "directed"
+    commit_reveal: bool = False  # writers commit before the upload deadline, reveal after it
 
 
 @dataclass(frozen=True)

@@ -28,10 +28,12 @@ from subnet.membership.roster import PERMISSIONS
 from .errors import PlanError
 from .params import PARAM_NAME, ParamSpec, finite, ref_name, refs
 
-Phase = Literal["upload", "score", "merge"]  # window offsets, see subnet.config.WindowConfig
+# Window offsets, see subnet.clock.WindowClock; "reveal" (a commit-reveal lane's writers) starts
+# one tick into the score phase.
+Phase = Literal["upload", "reveal", "score", "merge"]
 RoleClass = Literal["miner", "validator", "holder"]
 LaneMode = Literal["broadcast", "directed"]
-PHASES: tuple[str, ...] = ("upload", "score", "merge")
+PHASES: tuple[str, ...] = ("upload", "reveal", "score", "merge")
 ROLE_CLASSES: tuple[str, ...] = ("miner", "validator", "holder")
 # What a slot may hold: the model, the run's lead, the authority to grant data, the consensus
 # weights, and (for stateful workers) inner-optimizer state kept across rounds.
@@ -121,7 +123,7 @@ class RoleSpec(_Frozen):
     def _phase_order(cls, steps: tuple[StepSpec, ...]) -> tuple[StepSpec, ...]:
         order = [PHASES.index(step.phase) for step in steps]
         if order != sorted(order):
-            raise ValueError("steps must be listed in phase order (upload, score, merge)")
+            raise ValueError("steps must be listed in phase order (upload, reveal, score, merge)")
         return steps
 
 
@@ -133,6 +135,10 @@ class LaneSpec(_Frozen):
     readers: tuple[str, ...] = ()
     mode: LaneMode
     doc: str = ""
+    # Writers commit to each object's digest before the upload deadline and write the object
+    # itself only after it (a step in the "reveal" phase): nothing on the lane can be copied
+    # in time, whoever reaches a bucket first.
+    commit_reveal: bool = False
 
     _names = field_validator("writers", "readers")(classmethod(_ident))
 

@@ -5,7 +5,7 @@ order and returns an `Envelope` or raises `Rejected(reason, detail)`. `fetch_env
 `publish_envelope` combine them with an `ObjectStore` and the key layout.
 """
 
-from subnet.wire.envelope import Envelope, encode_envelope, verify_envelope
+from subnet.wire.envelope import Envelope, encode_envelope, envelope_header, verify_envelope
 from subnet.wire.fetch import fetch_envelope, publish_envelope
 from subnet.wire.header import Expected, Header, Signer
 from subnet.wire.payload import PayloadSpec, TensorSpec, spec_of
@@ -21,6 +21,7 @@ __all__ = [
     "Signer",
     "TensorSpec",
     "encode_envelope",
+    "envelope_header",
     "fetch_envelope",
     "publish_envelope",
     "spec_of",

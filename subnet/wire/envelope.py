@@ -112,6 +112,12 @@ def verify_envelope(
     return Envelope(header, tensors, metadata)
 
 
+def envelope_header(blob: bytes) -> Header:
+    """The header of an envelope this process just encoded (parsed, not verified: never use it
+    on a peer's blob, which ``verify_envelope`` is for)."""
+    return _read_header(blob)[0]
+
+
 def check_header(header: Header, expected: Expected) -> None:
     """The signed header against what the reader expects from the object's key and bucket."""
     pairs = [

@@ -83,10 +83,11 @@ def make_world(tmp_path: Path, data_dir: Path, roster_names: dict[str, str] | No
                frozenset(spec.roles[slot].permissions) if spec else PERMISSIONS[slot], uid=i)
         for i, (n, slot) in enumerate(names.items())
     ))  # fmt: skip
+    window = protocol_fields.pop("window", WindowConfig(blocks=10, upload_deadline=4,
+                                                        report_deadline=6))  # fmt: skip
     protocol = ProtocolConfig(
         dataset="tiny", seq_len=16, eval_samples=4, holder_hotkey=keys["holder"].ss58_address,
-        window=WindowConfig(blocks=10, upload_deadline=4, report_deadline=6),
-        inner={"steps": 2, "micro_batch": 2}, **protocol_fields,
+        window=window, inner={"steps": 2, "micro_batch": 2}, **protocol_fields,
     )  # fmt: skip
     cfg = BeamConfig(protocol=protocol, node=NodeConfig(data=DataConfig(dir=str(data_dir))))
     if spec is None:

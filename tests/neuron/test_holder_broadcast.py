@@ -29,9 +29,14 @@ def _uploads_and_scores(world, monkeypatch: pytest.MonkeyPatch) -> ModelHolder:
                         functools.partial(random_sample_ids, seed=0))  # fmt: skip
     holder = ModelHolder(world.runtimes["holder"])
     assert holder.try_setup() and holder.version == 0
-    for name in ("m1", "m2"):
-        assert run_at(Miner(world.runtimes[name]), 0) == 1
-    assert run_at(Validator(world.runtimes["v1"]), 4) == 1
+    miners = [Miner(world.runtimes[name]) for name in ("m1", "m2")]
+    validator = Validator(world.runtimes["v1"])
+    # Commit-reveal: the miners commit (tick 0), the validator reads the commits at the deadline
+    # (tick 4) and waits for the reveals, which go out after it (tick 5); then it scores.
+    assert all(run_at(miner, 0) == 0 for miner in miners)
+    assert run_at(validator, 4) == 0
+    assert all(run_at(miner, 5) == 1 for miner in miners)
+    assert run_at(validator, 5) == 1
     return holder
 
 

@@ -16,6 +16,7 @@ import subnet.neuron.validator as validator_module
 from subnet.clock import ManualClock
 from subnet.config import ConfigError
 from subnet.data import random_sample_ids
+from subnet.neuron.commits import Sealed
 from subnet.neuron.holder import MergeResult, ModelHolder
 from subnet.neuron.miner import Miner, Upload
 from subnet.neuron.validator import ScoreReport, Validator
@@ -44,18 +45,25 @@ def test_one_window_flows_through_every_role(world, monkeypatch):
     results = {}
     for miner in miners:
         original = miner.actions["train"]
-        miner.actions = {"train": lambda self, st, f=original: results.setdefault(
+        miner.actions = {**miner.actions, "train": lambda self, st, f=original: results.setdefault(
             self.rt.hotkey, f(self, st))}  # fmt: skip
-        assert run_at(miner, 0) == 1
+        assert run_at(miner, 0) == 0  # committed; the reveal waits for the deadline
+    validator = Validator(world.runtimes["v1"])
+    assert run_at(validator, 4) == 0  # read the commits on the deadline tick; waits for reveals
     for miner in miners:
         upload = results[miner.rt.hotkey]
         assert isinstance(upload, Upload) and upload.metadata["plan"] == miner.rt.plan.digest
         assert upload.key == object_key(run_key, ObjectKind.GRADIENT, 0, miner.rt.hotkey,
                                         lane="grads")  # fmt: skip
-        assert world.stores[_name(world, miner.rt.hotkey)].head(upload.key)
+        store = world.stores[_name(world, miner.rt.hotkey)]
+        commit = object_key(run_key, ObjectKind.GRADIENT_COMMIT, 0, miner.rt.hotkey, lane="grads")
+        assert store.head(commit) and upload.key not in {
+            i.key for i in store.list()
+        }  # no payload yet
+        assert run_at(miner, 5) == 1  # the reveal
+        assert store.head(upload.key)
 
-    validator = Validator(world.runtimes["v1"])
-    assert run_at(validator, 4) == 1
+    assert run_at(validator, 5) == 1
     scored = records(validator.rt, "scores")[-1]
     assert {hk: v[0] for hk, v in scored["verdicts"].items()} == {
         world.hotkey("m1"): "scored", world.hotkey("m2"): "scored"}  # fmt: skip
@@ -98,12 +106,14 @@ def test_steps_return_typed_results(world, monkeypatch):
     miner.try_setup()
     from subnet.neuron.steps import Step
 
-    train = world.runtimes["m1"].plan.slot("miner").steps[0]
+    train, reveal = world.runtimes["m1"].plan.slot("miner").steps
     assert isinstance(miner.handle(Step(train, 0, 0)), Upload)
     validator = Validator(world.runtimes["v1"])
     validator.try_setup()
+    validator.observe(4, 0, 4)  # the commit snapshot, on the deadline tick
+    assert isinstance(miner.handle(Step(reveal, 0, 5)), Sealed)
     score = world.runtimes["v1"].plan.slot("validator").steps[0]
-    got = validator.handle(Step(score, 0, 4))
+    got = validator.handle(Step(score, 0, 5))
     assert isinstance(got, ScoreReport) and set(got.scores) == {world.hotkey("m1"),
                                                                world.hotkey("m2")}  # fmt: skip
     assert (

@@ -53,9 +53,9 @@ def test_walk_through(env, capsys) -> None:
     assert run("members", "owner", "--room", room) == 0
     assert "slots=validator  permissions=runs.observe,runs.score" in capsys.readouterr().out
     assert run("run", "owner", "--room", room, "--run", "r1", "--template",
-               "@beam/scored-subnet@1.0.0") == 0  # fmt: skip
+               "@beam/scored-subnet@2.0.0") == 0  # fmt: skip
     out = capsys.readouterr().out
-    assert "run r1: @beam/scored-subnet@1.0.0, plan" in out and "neurons/validator.py" in out
+    assert "run r1: @beam/scored-subnet@2.0.0, plan" in out and "neurons/validator.py" in out
     assert run("status", "owner", "--room", room) == 0
     out = capsys.readouterr().out
     assert "run r1" in out and "nothing written yet" in out

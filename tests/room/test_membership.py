@@ -14,7 +14,7 @@ from subnet.storage.memory import MemoryStore
 from subnet.storage.readers import ReaderPool
 from subnet.topology import load_spec
 
-SPEC = load_spec("@beam/scored-subnet@1.0.0")
+SPEC = load_spec("@beam/scored-subnet@2.0.0")
 ALL = ["data.grant", "run.lead", "runs.observe", "runs.score", "runs.train"]
 PEOPLE = {  # name -> (permissions, slots)
     "Owner": (ALL, ["holder"]),

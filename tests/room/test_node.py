@@ -49,7 +49,7 @@ def room(moto_server, tmp_path, monkeypatch):
         ops.join_room(rs, wallets[n].hotkey, invite, own_read(storage[n]))
     ops.admit(rs, owner)
     cfg = BeamConfig()
-    publish_run(rs, owner, "r1", Template(topology="@beam/scored-subnet@1.0.0"), cfg.protocol, 1.0)
+    publish_run(rs, owner, "r1", Template(topology="@beam/scored-subnet@2.0.0"), cfg.protocol, 1.0)
 
     def config(name: str, **node) -> BeamConfig:
         return BeamConfig.model_validate({"node": {

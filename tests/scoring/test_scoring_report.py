@@ -13,7 +13,10 @@ from subnet.scoring.report import (
     MAX_REPORT_CHARS,
     REPORT_REASONS,
     ReportError,
+    bind_scores,
+    encode_digests,
     encode_report,
+    parse_digests,
     parse_report,
 )
 
@@ -65,8 +68,38 @@ def test_each_malformed_report_is_refused_with_its_reason(name: str) -> None:
     assert isinstance(caught.value, ValueError)  # callers that catch ValueError keep working
 
 
+BAD_DIGESTS: dict[str, tuple[object, str]] = {
+    "short": ('{"' + A + '": "abc"}', "bad_digest"),
+    "upper case": ('{"' + A + '": "' + "AB" * 32 + '"}', "bad_digest"),
+    "number": ('{"' + A + '": 5}', "bad_digest"),
+    "list": ('{"' + A + '": ["' + "ab" * 32 + '"]}', "bad_digest"),
+    "bad key": ('{"miner-1": "' + "ab" * 32 + '"}', "bad_key"),
+    "not an object": ('["' + "ab" * 32 + '"]', "not_an_object"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_DIGESTS))
+def test_each_malformed_digest_list_is_refused_with_its_reason(name: str) -> None:
+    text, reason = BAD_DIGESTS[name]
+    with pytest.raises(ReportError) as caught:
+        parse_digests(text)
+    assert caught.value.reason == reason
+
+
+def test_digests_round_trip_and_bind_each_score_to_the_bytes_it_was_given_for() -> None:
+    digests = {A: "ab" * 32, B: "cd" * 32}
+    assert parse_digests(encode_digests(digests)) == digests
+    scores = {A: 0.5, B: 0.25}
+    # The holder holds A's scored bytes, but B served it other bytes than the validator saw.
+    bound = bind_scores(scores, digests, {A: "ab" * 32, B: "ef" * 32})
+    assert bound == {A: 0.5, B: 0.0}
+    assert bind_scores(scores, {}, {A: "ab" * 32}) == {A: 0.0, B: 0.25}  # no digest, no score
+    assert bind_scores(scores, digests, {}) == scores  # nothing held: nothing to bind
+
+
 def test_every_reason_has_a_case() -> None:
-    assert {reason for _, reason in BAD.values()} == set(REPORT_REASONS)
+    reasons = {reason for _, reason in BAD.values()} | {r for _, r in BAD_DIGESTS.values()}
+    assert reasons == set(REPORT_REASONS)
 
 
 def test_encode_refuses_what_parse_would() -> None:

@@ -16,11 +16,15 @@ import pytest
 import torch
 from lockstep import Lockstep  # noqa: I001 (tests/topologies is on sys.path under pytest)
 
+from subnet.config import WindowConfig
 from subnet.neuron.registry import ROLE_CLASSES
 from subnet.topology import Template, builtin_specs, load_spec
 from subnet.topology.params import resolve, substitute
 
-BLOCKS = 10  # the world's window: ticks [0, 4) upload, [4, 6) score, [6, 10) merge
+# The world's window: ticks [0, 4) upload, [4, 7) score (reveals from 5, so a commit-reveal
+# lane's validators score at 6 with every reveal in), [7, 10) merge.
+BLOCKS = 10
+WINDOW = WindowConfig(blocks=BLOCKS, upload_deadline=4, report_deadline=7)
 SMALL = {"workers": 2, "cohort": 2, "min_workers": 2, "inner_steps": 2, "local_steps": 2,
          "units_per_worker": 2, "target_loss": 0.0, "points": [0.001, 0.002]}  # fmt: skip
 
@@ -66,7 +70,7 @@ def run_topology(world_with, ref: str, rounds: int) -> Run:
             params[key] = rounds
     template = Template(topology=ref, params=params)
     names = roster_names(spec, resolve(spec.params, params))
-    world = world_with(names, template)
+    world = world_with(names, template, window=WINDOW)
     lockstep = Lockstep(len(names), rounds * BLOCKS - 1)
     neurons = {}
     for name, slot in names.items():
@@ -143,6 +147,8 @@ def granted(lead: str, aggregator: str) -> Callable[[Run], None]:
 def scored(run: Run) -> None:
     scores = run.events("validator", "scores")
     assert [s["window"] for s in scores] == list(range(run.rounds))
+    # Every upload was committed before the deadline and revealed in time to be scored.
+    assert all(v[0] == "scored" for s in scores for v in s["verdicts"].values()), scores
     versions = merged(run, "holder")
     assert versions and all(v["reports"] == 1 for v in versions), versions
 
@@ -219,7 +225,7 @@ PROPERTIES: dict[str, tuple[int, Callable[[Run], None]]] = {
     "@beam/gossip-ring@1.0.0": (2, gossip),
     "@beam/elastic-diloco@1.0.0": (3, granted("lead", "lead")),
     "@beam/split-authorities@1.0.0": (3, granted("lead", "aggregator")),
-    "@beam/scored-subnet@1.0.0": (2, scored),
+    "@beam/scored-subnet@2.0.0": (2, scored),
     "@beam/subnet-observed@1.0.0": (2, observed),
     "@beam/subnet@1.0.0": (2, consensus),
     "@beam/sweep@1.0.0": (2, sweep),

@@ -10,7 +10,7 @@ from subnet.membership.roster import Member, Roster
 from subnet.topology import PlanError, Template, compile_plan, load_spec
 from subnet.topology.spec import parse_spec
 
-SCORED = "@beam/scored-subnet@1.0.0"
+SCORED = "@beam/scored-subnet@2.0.0"
 
 
 def refused(reason, spec, template, roster, registries):
@@ -263,8 +263,9 @@ def test_registries_may_be_dicts_of_code(vocab, fit):
     code = {"train": print, "score": print, "merge": print}
     registries = dataclasses.replace(
         vocab,
-        actions={"miner": {"train": print}, "validator": {"score": print}, "holder": code},
-        gates={"version_out": print},
+        actions={"miner": {"train": print, "reveal": print}, "validator": {"score": print},
+                 "holder": code},
+        gates={"version_out": print, "revealed": print},
         merge_weights={"median_score": print},
         data_rules={"assigned": print},
     )

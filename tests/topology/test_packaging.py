@@ -38,11 +38,11 @@ def test_installed_wheel_finds_the_builtin_specs(tmp_path):
     code = (
         "import subnet.topology as t; "
         "print(t.__file__); print(t.specs_dir()); print(len(t.builtin_specs())); "
-        "print(t.load_spec('@beam/scored-subnet@1.0.0').ref)"
+        "print(t.load_spec('@beam/scored-subnet@2.0.0').ref)"
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(target)
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True,
                          text=True, timeout=120, check=True).stdout.split()  # fmt: skip
     assert out[0].startswith(str(target)) and out[1] == str(target / "topologies")
-    assert out[2:] == ["13", "@beam/scored-subnet@1.0.0"]
+    assert out[2:] == ["13", "@beam/scored-subnet@2.0.0"]

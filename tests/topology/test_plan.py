@@ -44,7 +44,7 @@ def test_digest_ignores_template_parameter_order(vocab, fit):
 
 
 def test_digest_ignores_the_roster(vocab, fit):
-    spec = load_spec("@beam/scored-subnet@1.0.0")
+    spec = load_spec("@beam/scored-subnet@2.0.0")
     small = fit(spec)
     big = Roster(
         small.members + (Member("m9", frozenset({"miner"}), frozenset({"runs.train"}), uid=9),)
@@ -141,9 +141,9 @@ def test_plan_lookups(vocab, fit):
 
 def test_scored_subnet_digest_is_pinned(vocab, fit):
     """Peers of different releases must agree on this digest: if it moves, so must the version."""
-    spec = load_spec("@beam/scored-subnet@1.0.0")
-    assert plan_of(vocab, fit, spec=spec).digest == "36340a7ebcf0f937"
-    assert plan_of(vocab, fit, {"protocol": "abcd"}, spec=spec).digest == "2d99d2e284063fe9"
+    spec = load_spec("@beam/scored-subnet@2.0.0")
+    assert plan_of(vocab, fit, spec=spec).digest == "658947bc637719fa"
+    assert plan_of(vocab, fit, {"protocol": "abcd"}, spec=spec).digest == "27c04ed050cbfe6a"
 
 
 def test_digest_is_sha256_of_the_canonical_form():
@@ -159,8 +159,9 @@ def test_digest_ignores_spelled_out_schema_defaults(raw, vocab, fit):
     # writing a schema default out (or leaving it out) binds the same plan
     data = raw("scored-subnet")
     data["roles"]["holder"]["permissions"] = []
-    data["roles"]["validator"]["steps"][0]["gates"] = []
+    data["roles"]["validator"]["steps"][0]["params"] = {}
+    data["lanes"]["scores"]["commit_reveal"] = False
     data["roles"]["miner"]["steps"][0]["data_rule"] = None
     del data["roles"]["miner"]["min"]
     spec = parse_spec(data, "x")
-    assert plan_of(vocab, fit, spec=spec).digest == "36340a7ebcf0f937"
+    assert plan_of(vocab, fit, spec=spec).digest == "658947bc637719fa"

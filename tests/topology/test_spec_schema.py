@@ -17,7 +17,7 @@ def bad_spec(data):
 
 
 def test_the_worked_example_parses(raw):
-    assert parse_spec(raw("scored-subnet"), "x").ref == "@beam/scored-subnet@1.0.0"
+    assert parse_spec(raw("scored-subnet"), "x").ref == "@beam/scored-subnet@2.0.0"
 
 
 def test_unknown_key_is_refused(raw):

@@ -18,7 +18,9 @@ SPECS = builtin_specs()
 
 def test_the_thirteen_builtin_topologies_and_only_data_files():
     assert [spec.name for spec in SPECS] == NAMES
-    assert all(spec.version == "1.0.0" for spec in SPECS)
+    # scored-subnet 2.0.0: its gradient lane became commit-reveal (an incompatible change)
+    assert all(spec.version == ("2.0.0" if spec.name == "@beam/scored-subnet" else "1.0.0")
+               for spec in SPECS)  # fmt: skip
     # one file per topology, named after it; subfolders (e.g. templates/) hold other data
     files = sorted(p.name for p in specs_dir().glob("*.toml"))
     assert files == sorted(f"{name.removeprefix('@beam/')}.toml" for name in NAMES)
@@ -84,7 +86,7 @@ def test_load_spec_binds_only_exact_versions(ref):
 
 def test_scored_subnet_is_the_contract_vocabulary(vocab, fit):
     """CONTRACT.md: the names the neuron side wires subnet mode to."""
-    spec = load_spec("@beam/scored-subnet@1.0.0")
+    spec = load_spec("@beam/scored-subnet@2.0.0")
     plan = compile_plan(spec, Template(topology=spec.ref), fit(spec), vocab)
     miner, validator, holder = plan.slot("miner"), plan.slot("validator"), plan.slot("holder")
     assert (miner.role, miner.count, miner.permissions) == ("miner", (1, None), {"runs.train"})
@@ -96,17 +98,21 @@ def test_scored_subnet_is_the_contract_vocabulary(vocab, fit):
         for s in (miner, validator, holder)
     }
     assert steps == {
-        "miner": [("train", "upload", "grads", ("version_out",))],
-        "validator": [("score", "score", "scores", ())],
+        "miner": [
+            ("train", "upload", "grads", ("version_out",)),
+            ("reveal", "reveal", "grads", ()),
+        ],
+        "validator": [("score", "score", "scores", ("revealed",))],
         "holder": [("merge", "merge", "model", ())],
     }
     lanes = {
-        n: (lane.kind, lane.writers, lane.readers, lane.mode) for n, lane in plan.lanes.items()
+        n: (lane.kind, lane.writers, lane.readers, lane.mode, lane.commit_reveal)
+        for n, lane in plan.lanes.items()
     }
     assert lanes == {
-        "grads": ("gradient", ("miner",), ("holder", "validator"), "broadcast"),
-        "scores": ("scores", ("validator",), ("holder",), "directed"),
-        "model": ("model-manifest", ("holder",), ("miner", "validator"), "broadcast"),
+        "grads": ("gradient", ("miner",), ("holder", "validator"), "broadcast", True),
+        "scores": ("scores", ("validator",), ("holder",), "directed", False),
+        "model": ("model-manifest", ("holder",), ("miner", "validator"), "broadcast", False),
     }
     assert (plan.merge_weights, plan.data_rule) == ("median_score", "assigned")
     assert plan.slots_of("holder") == [holder]

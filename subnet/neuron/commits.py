@@ -1,0 +1,166 @@
+"""Commit-reveal on a lane (``commit_reveal = true``): the miner's seal and reveal, and the
+validator's snapshot of the commits it may trust.
+
+A window on such a lane, by offset:
+
+* ``[0, upload_deadline)``: the miner trains, signs its gradient envelope and writes only a
+  commit to it (``seal``: ``subnet.wire.commit``), keeping the envelope.
+* ``upload_deadline``: the validators' last poll of the commits. A validator polls every tick up
+  to here and keeps the first commit it reads from each miner, but only from a poll that ended
+  before the reveal opened (it reads the clock after each poll): the bucket is the miner's own
+  and nothing in it says when an object was written, so a commit first read in a poll that ran
+  into the reveal could have been rewritten after seeing someone's payload.
+* ``upload_deadline + 1`` on (phase ``reveal``): the miner writes the envelope it committed to.
+* The validators score once every committed upload is revealed (gate ``revealed``) or at
+  ``window.reveal_by``; a reveal whose payload does not give the commit is ``bad_reveal``.
+
+Copying therefore cannot pay, whoever reaches a bucket first: when the first payload becomes
+readable every commit a validator trusts is fixed, and a copied payload does not match its
+copier's commit (``docs/reliability.md``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from loguru import logger
+
+from ..storage.base import ObjectNotFound, StorageError
+from ..storage.keys import ObjectKind, object_key
+from ..wire import Expected, Rejected, encode_envelope, envelope_header, fetch_envelope
+from ..wire.commit import MAX_COMMIT_BYTES, commit_digest, parse_commit
+
+
+@dataclass
+class Sealed:
+    """An upload committed to and not yet revealed: the signed envelope, written as is later."""
+
+    window: int
+    lane: str
+    key: str  # where the reveal goes
+    blob: bytes = field(repr=False)
+    record: dict[str, Any] = field(default_factory=dict)  # the window's train metrics
+
+    def meta(self) -> dict[str, Any]:
+        """What a state file keeps of it besides the blob."""
+        return {"window": self.window, "lane": self.lane, "key": self.key, "record": self.record}
+
+    @classmethod
+    def load(cls, meta: dict[str, Any], blob: torch.Tensor) -> Sealed:
+        """Rebuild from :meth:`meta` and the blob as a uint8 tensor."""
+        return cls(int(meta["window"]), str(meta["lane"]), str(meta["key"]),
+                   blob.numpy().tobytes(), dict(meta.get("record", {})))  # fmt: skip
+
+
+def seal(
+    rt: Any,
+    window: int,
+    lane: str,
+    tensors: dict[str, torch.Tensor],
+    base_version: int | None,
+    metadata: dict[str, str],
+) -> Sealed:
+    """Sign the gradient envelope, write (once) the commit to it, and return it for the reveal."""
+    run = rt.cfg.protocol.run
+    blob = encode_envelope(signer=rt.signer, run=run, kind=ObjectKind.GRADIENT, window=window,
+                           tensors=tensors, base_version=base_version, metadata=metadata,
+                           lane=lane)  # fmt: skip
+    digest = commit_digest(run, lane, window, rt.hotkey, envelope_header(blob).payload_sha256)
+    commit = encode_envelope(signer=rt.signer, run=run, kind=ObjectKind.GRADIENT_COMMIT,
+                             window=window, tensors={}, metadata={"commit": digest},
+                             lane=lane)  # fmt: skip
+    commit_key = object_key(run, ObjectKind.GRADIENT_COMMIT, window, rt.hotkey, lane=lane)
+    written = rt.store.put_if_absent(commit_key, commit)
+    logger.info("committed to window {} ({})", window, "new" if written else "already there")
+    key = object_key(run, ObjectKind.GRADIENT, window, rt.hotkey, lane=lane)
+    return Sealed(window, lane, key, blob)
+
+
+def write_reveal(rt: Any, sealed: Sealed) -> bool:
+    """Write the committed envelope once; False if the key was taken already."""
+    return rt.store.put_if_absent(sealed.key, sealed.blob)
+
+
+def fetch_commit(rt: Any, lane: str, window: int, hotkey: str) -> str | None:
+    """``hotkey``'s verified commit digest for ``window`` on ``lane``; None if it has no bucket
+    or the commit is malformed. ``ObjectNotFound`` and ``StorageError`` pass through."""
+    reader = rt.readers.get(hotkey)
+    if reader is None:
+        return None
+    expected = Expected(rt.cfg.protocol.run, window, ObjectKind.GRADIENT_COMMIT, hotkey,
+                        lane=lane)  # fmt: skip
+    try:
+        envelope = fetch_envelope(reader, expected, None, max_bytes=MAX_COMMIT_BYTES)
+    except Rejected as error:
+        logger.info("commit of {} for window {} refused: {}", hotkey[:8], window, error)
+        return None
+    return parse_commit(envelope.metadata)
+
+
+def reveal_matches(rt: Any, lane: str, window: int, hotkey: str, payload_sha256: str,
+                   commit: str) -> bool:  # fmt: skip
+    """Whether a revealed envelope's signed payload digest gives the commit read for it."""
+    return commit_digest(rt.cfg.protocol.run, lane, window, hotkey, payload_sha256) == commit
+
+
+@dataclass
+class WindowCommits:
+    """The commits one validator read for one window before the reveal opened."""
+
+    digests: dict[str, str] = field(default_factory=dict)  # hotkey -> commit digest
+    trusted: bool = False  # some poll ended before the reveal opened
+    complete: bool = False  # a poll on the deadline tick itself did
+
+
+class CommitSnapshot:
+    """What a validator may trust of each window's commits (memory only: a validator restarted
+    after a window's deadline has no snapshot of it and does not score it)."""
+
+    def __init__(self) -> None:
+        self.windows: dict[int, WindowCommits] = {}
+        self.unreachable: set[tuple[int, str]] = set()  # buckets that failed: not polled again
+
+    def poll(self, rt: Any, lane: str, window: int, offset: int, senders: list[str]) -> None:
+        """Read the commits of ``senders`` not read yet; keep them only if the poll ended before
+        the reveal opened (tick ``upload_deadline + 1`` of the window)."""
+        cfg = rt.windows.cfg
+        if offset > cfg.upload_deadline:
+            return
+        entry = self.windows.setdefault(window, WindowCommits())
+        read: dict[str, str] = {}
+        for hotkey in senders:
+            if hotkey in entry.digests or (window, hotkey) in self.unreachable:
+                continue
+            try:
+                digest = fetch_commit(rt, lane, window, hotkey)
+            except ObjectNotFound:
+                continue  # not committed yet: look again next tick
+            except StorageError:
+                # A bucket that fails (or stalls) once is not polled again this window, so one
+                # slow endpoint cannot hold up the loop tick after tick.
+                self.unreachable.add((window, hotkey))
+                continue
+            if digest is not None:
+                read[hotkey] = digest
+        if rt.clock.now() > rt.windows.start(window) + cfg.upload_deadline:
+            if read:
+                logger.warning(
+                    "window {}: {} commit(s) read in a poll that ran into the reveal; not "
+                    "trusted (this validator is running late)", window, len(read),
+                )  # fmt: skip
+            return
+        entry.digests.update(read)
+        entry.trusted = True
+        entry.complete = entry.complete or offset == cfg.upload_deadline
+
+    def of(self, window: int) -> WindowCommits | None:
+        """The snapshot of ``window``, or None if no poll of it can be trusted."""
+        entry = self.windows.get(window)
+        return entry if entry is not None and entry.trusted else None
+
+    def forget(self, window: int) -> None:
+        """Drop ``window`` and everything before it."""
+        self.windows = {w: c for w, c in self.windows.items() if w > window}
+        self.unreachable = {k for k in self.unreachable if k[0] > window}
