@@ -138,7 +138,8 @@ def _check_reveal(spec: TopologySpec, lane_name: str) -> None:
     lane = spec.lanes[lane_name]
     if lane.kind != "gradient":
         raise PlanError(
-            "bad_spec", f"lane {lane_name!r}: commit_reveal is for gradient lanes, not {lane.kind!r}"
+            "bad_spec",
+            f"lane {lane_name!r}: commit_reveal is for gradient lanes, not {lane.kind!r}",
         )
     for slot in lane.writers:
         steps = spec.roles[slot].steps

@@ -263,8 +263,11 @@ def test_registries_may_be_dicts_of_code(vocab, fit):
     code = {"train": print, "score": print, "merge": print}
     registries = dataclasses.replace(
         vocab,
-        actions={"miner": {"train": print, "reveal": print}, "validator": {"score": print},
-                 "holder": code},
+        actions={
+            "miner": {"train": print, "reveal": print},
+            "validator": {"score": print},
+            "holder": code,
+        },
         gates={"version_out": print, "revealed": print},
         merge_weights={"median_score": print},
         data_rules={"assigned": print},
