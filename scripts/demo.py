@@ -76,6 +76,7 @@ def main() -> int:
             cal.upload_deadline,
             cal.report_deadline,
         )
+        settings.reveal_deadline = cal.reveal_deadline
     run_dir = Path(args.run_dir or ROOT / "runs" / time.strftime("demo-%Y%m%d-%H%M%S"))
     run = LocalRun(run_dir, settings)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))

@@ -36,7 +36,15 @@ from subnet.scoring.assess import WindowProbe  # noqa: E402
 from subnet.scoring.draws import REPORTED_HELDOUT  # noqa: E402
 from subnet.storage.base import ObjectNotFound, StorageError  # noqa: E402
 from subnet.storage.keys import ObjectKind, object_key  # noqa: E402
-from subnet.wire import Envelope, Expected, Rejected, encode_envelope, fetch_envelope  # noqa: E402
+from subnet.wire import (  # noqa: E402
+    Envelope,
+    Expected,
+    Rejected,
+    encode_envelope,
+    envelope_header,
+    fetch_envelope,
+)
+from subnet.wire.commit import commit_digest  # noqa: E402
 
 
 class Attacker(Miner):
@@ -50,7 +58,7 @@ class Attacker(Miner):
         self.lane = step.lane
         return super().train(step)
 
-    actions = {"train": train}
+    actions = {**Miner.actions, "train": train}
 
     def others(self) -> list[str]:
         """Miners to copy from: the named victims, or every other writer of the gradient lane."""
@@ -82,10 +90,9 @@ class Attacker(Miner):
         except (ObjectNotFound, StorageError, Rejected):
             return None
 
-    def poll(self, window: int) -> tuple[str, Envelope] | None:
-        """The first victim upload of ``window`` to appear before the deadline, polled often."""
-        w = self.rt.cfg.protocol.window
-        last_tick = self.rt.windows.start(window) + w.upload_deadline - 1
+    def poll(self, window: int, last_offset: int) -> tuple[str, Envelope] | None:
+        """The first victim upload of ``window`` to appear by ``last_offset``, polled often."""
+        last_tick = self.rt.windows.start(window) + last_offset
         while self.rt.clock.now() <= last_tick and not self.stop_event.is_set():
             for hotkey in self.others():
                 envelope = self.fetch(hotkey, window, self.replica.version)
@@ -104,17 +111,43 @@ class Attacker(Miner):
             return
         super().publish(window, result, lane=lane)
 
+    def envelope(self, window: int, upload: Upload) -> bytes:
+        """``upload`` as this attacker's signed gradient envelope for ``window``."""
+        return encode_envelope(signer=self.rt.signer, run=self.rt.cfg.protocol.run,
+                               kind=ObjectKind.GRADIENT, window=window, tensors=upload.payload,
+                               base_version=self.replica.version, metadata=upload.metadata,
+                               lane=self.lane)  # fmt: skip
+
+    def commit_over(self, window: int, payload_sha256: str) -> None:
+        """Write a commit to ``payload_sha256`` now, over whatever commit is there (the bucket is
+        the attacker's own: write-once is a promise it need not keep)."""
+        run = self.rt.cfg.protocol.run
+        digest = commit_digest(run, self.lane, window, self.rt.hotkey, payload_sha256)
+        commit = encode_envelope(signer=self.rt.signer, run=run, kind=ObjectKind.GRADIENT_COMMIT,
+                                 window=window, tensors={}, metadata={"commit": digest},
+                                 lane=self.lane)  # fmt: skip
+        key = object_key(run, ObjectKind.GRADIENT_COMMIT, window, self.rt.hotkey, lane=self.lane)
+        self.rt.store.put(key, commit)
+
 
 class Copier(Attacker):
-    """Re-signs another miner's upload as soon as it appears (the same block, if it can)."""
+    """Re-signs another miner's upload as soon as it appears (the same block, if it can).
+
+    On a commit-reveal lane nothing is readable before the deadline, so it races instead: it
+    commits to nothing early, polls the victims' reveals from the first tick they may appear,
+    and on the first one writes a commit to its copy (over any commit of its own) and the copy
+    at once, hoping a validator's snapshot of the commits closes late enough to take it.
+    """
 
     noise = 0.0
 
     def step(self, window: int) -> Upload | None:
-        found = self.poll(window)
-        if found is None:
-            return None
-        hotkey, envelope = found
+        if self.rt.lane(self.lane).commit_reveal:
+            return None  # nothing to copy before the deadline: the race is in ``reveal``
+        found = self.poll(window, self.rt.cfg.protocol.window.upload_deadline - 1)
+        return None if found is None else self.copy(window, *found)
+
+    def copy(self, window: int, hotkey: str, envelope: Envelope) -> Upload:
         logger.info("copier: copying {}", hotkey[:8])
         if self.noise <= 0:
             payload = dict(envelope.tensors)
@@ -123,6 +156,19 @@ class Copier(Attacker):
             noisy = {k: v + self.noise * v.abs() * torch.randn_like(v) for k, v in delta.items()}
             payload = self.compressor.encode(noisy)
         return Upload(payload, self.metadata(window, envelope.metadata.get("tokens", "0")))
+
+    def reveal(self, step: Step) -> None:
+        """The race: copy the first victim reveal, commit to the copy, reveal the copy."""
+        found = self.poll(step.window, self.rt.cfg.protocol.window.reveal_by)
+        if found is None:
+            logger.info("copier: no reveal to copy in window {}", step.window)
+            return
+        blob = self.envelope(step.window, self.copy(step.window, *found))
+        self.commit_over(step.window, envelope_header(blob).payload_sha256)
+        self.rt.store.put(self.key(step.window, self.rt.hotkey), blob)
+        logger.info("copier: committed to and revealed a copy in window {}", step.window)
+
+    actions = {**Attacker.actions, "reveal": reveal}
 
 
 class NoisyCopier(Copier):
@@ -304,28 +350,46 @@ class LateUploader(Attacker):
 
 
 class MalformedSender(Attacker):
-    """Writes a different broken object under its upload key each window."""
+    """Writes a different broken object under its upload key each window (after a valid commit
+    to the honest envelope it spoils, so the broken object is what is read), and in one window
+    of five a broken commit instead."""
+
+    spoiled: tuple[int, bytes, bytes] = (-1, b"", b"")
 
     def step(self, window: int) -> bytes:
-        honest = super().step(window)
-        blob = encode_envelope(signer=self.rt.signer, run=self.rt.cfg.protocol.run,
-                               kind=ObjectKind.GRADIENT, window=window, tensors=honest.payload,
-                               base_version=self.replica.version, metadata=honest.metadata,
-                               lane=self.lane)  # fmt: skip
+        blob = self.envelope(window, super().step(window))
         variants = [
             b"BEAM" + os.urandom(64),  # garbage after the magic
             blob[: len(blob) // 2],  # truncated
             blob[:-8] + bytes(8),  # payload no longer matches the signed digest
             blob[:9] + os.urandom(64) + blob[73:],  # header bytes scrambled
         ]
-        return variants[window % len(variants)]
+        self.spoiled = (window, blob, variants[window % len(variants)])
+        return blob
 
     def publish(self, window: int, result, lane: str | None = None) -> None:
-        self.rt.store.put(self.key(window, self.rt.hotkey), result)
+        run, hotkey = self.rt.cfg.protocol.run, self.rt.hotkey
+        if not self.rt.lane(self.lane).commit_reveal:
+            self.rt.store.put(self.key(window, hotkey), self.spoiled[2])
+        elif window % 5 == 4:
+            key = object_key(run, ObjectKind.GRADIENT_COMMIT, window, hotkey, lane=self.lane)
+            self.rt.store.put(key, b"BEAM" + os.urandom(200))  # a broken commit
+        else:
+            self.commit_over(window, envelope_header(result).payload_sha256)
+
+    def reveal(self, step: Step) -> None:
+        window, _, broken = self.spoiled
+        if window == step.window:
+            self.rt.store.put(self.key(window, self.rt.hotkey), broken)
+
+    actions = {**Attacker.actions, "reveal": reveal}
 
 
 class EnvelopeReplayer(Attacker):
-    """Puts another miner's signed envelope of the previous window, byte for byte, under its key."""
+    """Puts another miner's signed envelope of the previous window, byte for byte, under its key
+    (on a commit-reveal lane after committing to exactly those bytes under its own hotkey)."""
+
+    replayed: tuple[int, bytes] | None = None
 
     def step(self, window: int) -> bytes | None:
         for hotkey in self.others():
@@ -337,8 +401,19 @@ class EnvelopeReplayer(Attacker):
         return None
 
     def publish(self, window: int, result, lane: str | None = None) -> None:
-        if result is not None:
+        if result is None:
+            return
+        if not self.rt.lane(self.lane).commit_reveal:
             self.rt.store.put(self.key(window, self.rt.hotkey), result)
+            return
+        self.commit_over(window, envelope_header(result).payload_sha256)
+        self.replayed = (window, result)
+
+    def reveal(self, step: Step) -> None:
+        if self.replayed is not None and self.replayed[0] == step.window:
+            self.rt.store.put(self.key(step.window, self.rt.hotkey), self.replayed[1])
+
+    actions = {**Attacker.actions, "reveal": reveal}
 
 
 ATTACKS: dict[str, type[Attacker]] = {

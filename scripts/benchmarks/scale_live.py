@@ -239,6 +239,7 @@ def _settings(args: argparse.Namespace) -> tuple[LiveSettings, Calibration]:
                     eval_samples=args.eval_samples, headroom=args.headroom)  # fmt: skip
     settings.window_blocks = cal.window_blocks
     settings.upload_deadline, settings.report_deadline = cal.upload_deadline, cal.report_deadline
+    settings.reveal_deadline = cal.reveal_deadline
     return settings, cal
 
 

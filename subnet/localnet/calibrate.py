@@ -31,6 +31,9 @@ from ..training.config import InnerConfig
 FIXED_UPLOAD_S = 1.5
 FIXED_REPORT_S = 1.0
 FIXED_MERGE_S = 1.5
+# A commit-reveal lane's reveal: every miner sees the tick after the deadline and writes its
+# upload; the validators start scoring once all are in (``window.reveal_by`` at the latest).
+FIXED_REVEAL_S = 1.0
 PER_STEP = 4
 
 
@@ -44,6 +47,7 @@ class Calibration:
     upload_deadline: int
     report_deadline: int
     eval_s: float = 0.0  # a validator's evaluation of one window, uncontended, no headroom
+    reveal_deadline: int | None = None  # how long validators wait for the reveals, at most
 
     def describe(self, block_time: float) -> str:
         """One line for the demo's output."""
@@ -52,7 +56,8 @@ class Calibration:
             f"(~{self.contended_step_s:.3f} s with every miner training), a validator's "
             f"evaluation ~{self.eval_s:.1f} s; window "
             f"{self.window_blocks} blocks ({self.window_blocks * block_time:.0f} s), uploads due "
-            f"by offset {self.upload_deadline}, score reports by {self.report_deadline}"
+            f"by offset {self.upload_deadline}, revealed by {self.reveal_deadline}, score "
+            f"reports by {self.report_deadline}"
         )
 
 
@@ -139,7 +144,8 @@ def window_blocks_for(
     Miners train at the same time, and the stack itself (simnet, S3, validators polling) takes
     about one more core's worth, so each step costs ``step_s x max(1, (miners + 1) / cores)``
     (the measurement already includes any other load on the machine); the validators evaluate
-    at the same time as each other, ``eval_steps`` each. Each phase gets what it needs: by
+    at the same time as each other, ``eval_steps`` each, after waiting for the miners' reveals
+    (``FIXED_REVEAL_S``, which also sets ``reveal_deadline``). Each phase gets what it needs: by
     default (and at the floor) the miners half the window, the validators 20 % and the holder
     30 %; when the validators need more than their 20 % (the own-data evaluation is
     ``eval_steps`` per window), the deadlines follow the phases' needs instead. With
@@ -153,7 +159,8 @@ def window_blocks_for(
     else:
         eval_s = eval_passes(miners, eval_samples, micro_batch) * forward_s
     upload_s = headroom * (FIXED_UPLOAD_S + inner_steps * contended)
-    score_s = headroom * (FIXED_REPORT_S + eval_s * max(1.0, (validators + 1) / cores))
+    reveal_s = headroom * FIXED_REVEAL_S
+    score_s = reveal_s + headroom * (FIXED_REPORT_S + eval_s * max(1.0, (validators + 1) / cores))
     merge_s = headroom * (FIXED_MERGE_S + PER_STEP * contended)
     fixed = max(2 * upload_s, score_s / 0.2, merge_s / 0.3)  # the default split
     blocks = max(minimum, math.ceil(fixed / block_time))
@@ -168,7 +175,10 @@ def window_blocks_for(
             upload += extra // 2
             score += extra // 5
             split = (minimum, upload, upload + score)
-    return Calibration(step_s, contended, *split, eval_s=eval_s)
+    blocks, upload, report = split
+    reveal = upload + max(2, math.ceil(reveal_s / block_time))  # the reveals' share of the phase
+    return Calibration(step_s, contended, *split, eval_s=eval_s,
+                       reveal_deadline=min(reveal, upload + (report - upload) // 2))  # fmt: skip
 
 
 def calibrate(

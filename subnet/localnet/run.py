@@ -42,15 +42,18 @@ class RunSettings:
     # None: half the window for uploads, 20 % for the validators (a calibrated run sets both)
     upload_deadline: int | None = None
     report_deadline: int | None = None
+    reveal_deadline: int | None = None  # None: the protocol's default (a calibrated run sets it)
 
     def protocol(self) -> dict[str, Any]:
         """The ``[protocol]`` settings every neuron of this run shares."""
         b = self.window_blocks
         upload = b // 2 if self.upload_deadline is None else self.upload_deadline
         report = (7 * b) // 10 if self.report_deadline is None else self.report_deadline
+        window = {"blocks": b, "upload_deadline": upload, "report_deadline": report}
+        if self.reveal_deadline is not None:
+            window["reveal_deadline"] = self.reveal_deadline
         return {
-            "model": self.preset, "dataset": self.dataset, "seq_len": 64,
-            "window": {"blocks": b, "upload_deadline": upload, "report_deadline": report},
+            "model": self.preset, "dataset": self.dataset, "seq_len": 64, "window": window,
             "inner": {"steps": self.inner_steps, "micro_batch": 8, "min_steps": self.min_steps},
         }  # fmt: skip
 

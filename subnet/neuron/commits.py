@@ -29,7 +29,7 @@ from loguru import logger
 
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind, object_key
-from ..wire import Expected, Rejected, encode_envelope, envelope_header, fetch_envelope
+from ..wire import Expected, Reason, Rejected, encode_envelope, envelope_header, fetch_envelope
 from ..wire.commit import MAX_COMMIT_BYTES, commit_digest, parse_commit
 
 
@@ -83,20 +83,22 @@ def write_reveal(rt: Any, sealed: Sealed) -> bool:
     return rt.store.put_if_absent(sealed.key, sealed.blob)
 
 
-def fetch_commit(rt: Any, lane: str, window: int, hotkey: str) -> str | None:
-    """``hotkey``'s verified commit digest for ``window`` on ``lane``; None if it has no bucket
-    or the commit is malformed. ``ObjectNotFound`` and ``StorageError`` pass through."""
+def fetch_commit(rt: Any, lane: str, window: int, hotkey: str) -> str:
+    """``hotkey``'s verified commit digest for ``window`` on ``lane``.
+
+    Raises ``Rejected`` for a malformed commit (``malformed_payload`` when it carries no
+    digest), and lets ``ObjectNotFound`` / ``StorageError`` through (a sender without a bucket
+    is ``ObjectNotFound``)."""
     reader = rt.readers.get(hotkey)
     if reader is None:
-        return None
+        raise ObjectNotFound(f"no bucket known for {hotkey}")
     expected = Expected(rt.cfg.protocol.run, window, ObjectKind.GRADIENT_COMMIT, hotkey,
                         lane=lane)  # fmt: skip
-    try:
-        envelope = fetch_envelope(reader, expected, None, max_bytes=MAX_COMMIT_BYTES)
-    except Rejected as error:
-        logger.info("commit of {} for window {} refused: {}", hotkey[:8], window, error)
-        return None
-    return parse_commit(envelope.metadata)
+    envelope = fetch_envelope(reader, expected, None, max_bytes=MAX_COMMIT_BYTES)
+    digest = parse_commit(envelope.metadata)
+    if digest is None:
+        raise Rejected(Reason.MALFORMED_PAYLOAD, "a commit without a digest")
+    return digest
 
 
 def reveal_matches(rt: Any, lane: str, window: int, hotkey: str, payload_sha256: str,
@@ -110,6 +112,7 @@ class WindowCommits:
     """The commits one validator read for one window before the reveal opened."""
 
     digests: dict[str, str] = field(default_factory=dict)  # hotkey -> commit digest
+    refused: dict[str, str] = field(default_factory=dict)  # hotkey -> why its commit was refused
     trusted: bool = False  # some poll ended before the reveal opened
     complete: bool = False  # a poll on the deadline tick itself did
 
@@ -130,20 +133,20 @@ class CommitSnapshot:
             return
         entry = self.windows.setdefault(window, WindowCommits())
         read: dict[str, str] = {}
+        refused: dict[str, str] = {}
         for hotkey in senders:
             if hotkey in entry.digests or (window, hotkey) in self.unreachable:
                 continue
             try:
-                digest = fetch_commit(rt, lane, window, hotkey)
+                read[hotkey] = fetch_commit(rt, lane, window, hotkey)
             except ObjectNotFound:
                 continue  # not committed yet: look again next tick
             except StorageError:
                 # A bucket that fails (or stalls) once is not polled again this window, so one
                 # slow endpoint cannot hold up the loop tick after tick.
                 self.unreachable.add((window, hotkey))
-                continue
-            if digest is not None:
-                read[hotkey] = digest
+            except Rejected as error:  # looked at again next tick: the sender may repair it
+                refused[hotkey] = f"commit_{error.reason.value}"
         if rt.clock.now() > rt.windows.start(window) + cfg.upload_deadline:
             if read:
                 logger.warning(
@@ -152,6 +155,8 @@ class CommitSnapshot:
                 )  # fmt: skip
             return
         entry.digests.update(read)
+        entry.refused = {hk: why for hk, why in {**entry.refused, **refused}.items()
+                         if hk not in entry.digests}  # fmt: skip
         entry.trusted = True
         entry.complete = entry.complete or offset == cfg.upload_deadline
 

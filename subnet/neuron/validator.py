@@ -47,7 +47,7 @@ from .replica import Replica
 from .rules import DATA_RULES, lane_data_rule
 from .state import prefixed, unprefixed
 from .steps import Action, Step
-from .uploads import Received, collect_uploads
+from .uploads import Received, WindowUploads, collect_uploads
 
 
 @dataclass
@@ -150,25 +150,10 @@ class Validator(BaseNeuron):
         """Fetch, verify and score every upload of ``window``; update the moving scores."""
         p = self.rt.cfg.protocol
         miners = self.miners()
-        commits, unseen = None, set()
-        if self.commit_reveal:
-            snapshot = self.snapshot.of(window)
-            self.snapshot.forget(window)
-            if snapshot is None:
-                logger.warning("window {}: no commit snapshot from before the reveal (this "
-                               "validator was not polling then); not scoring it", window)  # fmt: skip
-                return ScoreReport(window, self.replica.version, {})
-            commits = snapshot.digests
-            if not snapshot.complete:  # it missed the deadline tick: silent on the rest
-                unseen = set(miners) - set(commits)
-        senders = [hk for hk in miners if hk not in unseen]
-        uncommitted = set() if commits is None else {hk for hk in senders if hk not in commits}
-        shapes = {k: tuple(v.shape) for k, v in self.replica.state.items()}
-        got = collect_uploads(self.rt, window, [hk for hk in senders if hk not in uncommitted],
-                              base_version=self.replica.version, compressor=self.compressor,
-                              shapes=shapes, assigned=self.assigned(window), lane=self.grads,
-                              commits=commits)  # fmt: skip
-        got.missing |= uncommitted  # no commit by the deadline: their payload is not looked at
+        collected = self._collect(window, miners)
+        if collected is None:
+            return ScoreReport(window, self.replica.version, {})
+        got, commits, unseen = collected
         after = self._after_deadline(window, got.accepted)
         evaluations, copies = self._assess(
             window, {hk: u for hk, u in got.accepted.items() if hk not in after}
@@ -198,6 +183,41 @@ class Validator(BaseNeuron):
         self.deadline_looked = {w for w in self.deadline_looked if w > window}
         digests = {hk: got.accepted[hk].sha256 for hk in scores if hk in got.accepted}
         return ScoreReport(window, self.replica.version, scores, verdicts, digests)
+
+    def _collect(
+        self, window: int, miners: list[str]
+    ) -> tuple[WindowUploads, dict[str, str] | None, set[str]] | None:
+        """The window's uploads, with the commits they were checked against and the miners this
+        validator cannot judge; None when it cannot judge the window at all.
+
+        On a commit-reveal lane only the payloads committed in this validator's snapshot are
+        fetched (a miner without a commit is missing, or rejected for a malformed one). With no
+        snapshot (not polling before the reveal opened: restarted, or far behind) it cannot
+        tell a copy in time from an honest upload and scores nobody; with a snapshot that missed
+        the deadline tick it is silent on the miners it had not seen commit by then.
+        """
+        commits, unseen, refused = None, set(), {}
+        if self.commit_reveal:
+            snapshot = self.snapshot.of(window)
+            self.snapshot.forget(window)
+            if snapshot is None:
+                logger.warning("window {}: no commit snapshot from before the reveal (this "
+                               "validator was not polling then); not scoring it", window)  # fmt: skip
+                return None
+            commits = snapshot.digests
+            if not snapshot.complete:  # it missed the deadline tick: silent on the rest
+                unseen = set(miners) - set(commits)
+            refused = {hk: why for hk, why in snapshot.refused.items() if hk not in unseen}
+        senders = [hk for hk in miners if hk not in unseen]
+        uncommitted = set() if commits is None else set(senders) - set(commits)
+        shapes = {k: tuple(v.shape) for k, v in self.replica.state.items()}
+        got = collect_uploads(self.rt, window, [hk for hk in senders if hk not in uncommitted],
+                              base_version=self.replica.version, compressor=self.compressor,
+                              shapes=shapes, assigned=self.assigned(window), lane=self.grads,
+                              commits=commits)  # fmt: skip
+        got.missing |= uncommitted - set(refused)
+        got.rejected |= refused
+        return got, commits, unseen
 
     def _after_deadline(self, window: int, accepted: dict[str, Received]) -> set[str]:
         """Accepted uploads that were not there when this validator looked at the deadline tick.

@@ -71,19 +71,19 @@ def test_second_localnet_refuses_and_touches_nothing(tmp_path, other_process):
 
 
 def test_window_is_sized_from_the_measured_step():
-    fast = window_blocks_for(0.02, 20, 0.5, miners=3, cores=2)
+    fast = window_blocks_for(0.005, 20, 0.5, miners=3, cores=2)
     assert fast.window_blocks == 20  # the floor
     assert 0 < fast.upload_deadline < fast.report_deadline < fast.window_blocks
+    # The validators wait for the miners' reveals (1 s with 1.5x headroom: 3 blocks) at most,
+    # inside their phase.
+    assert fast.reveal_deadline == fast.upload_deadline + 3 < fast.report_deadline
     slow = window_blocks_for(0.3, 20, 0.5, miners=3, cores=2)
     # 20 steps of 0.45 s (3 miners on 2 cores) plus upload, with 1.5x headroom, in half a window
     assert slow.upload_deadline * 0.5 >= 1.5 * (20 * 0.45)
-    assert (
-        slow.window_blocks % 2 == 0
-        and slow.upload_deadline < slow.report_deadline < slow.window_blocks
-    )
+    assert slow.upload_deadline < slow.reveal_deadline < slow.report_deadline < slow.window_blocks
     # The validators evaluate 3 uploads on 64 own and 64 random samples (17 passes of 64
     # samples, ~45 steps' worth, 2 validators on 2 cores): their phase holds it with headroom.
-    score_s = (slow.report_deadline - slow.upload_deadline) * 0.5
+    score_s = (slow.report_deadline - slow.reveal_deadline) * 0.5
     assert score_s >= 1.5 * (17 * 64 / 24 * 0.45)
 
 
@@ -95,7 +95,7 @@ def test_a_timed_forward_pass_sizes_the_validators_phase():
     by_step = window_blocks_for(0.1, 20, 0.5, miners=3, cores=2)
     timed = window_blocks_for(0.1, 20, 0.5, miners=3, cores=2, forward_s=0.08)
     assert timed.eval_s == pytest.approx(136 * 0.08) and timed.eval_s > 2 * by_step.eval_s
-    score_s = (timed.report_deadline - timed.upload_deadline) * 0.5
+    score_s = (timed.report_deadline - timed.reveal_deadline) * 0.5
     assert score_s >= 1.5 * (1.0 + 136 * 0.08 * 1.5)
     assert timed.upload_deadline == by_step.upload_deadline  # the miners' phase is unchanged
     assert timed.upload_deadline < timed.report_deadline < timed.window_blocks
