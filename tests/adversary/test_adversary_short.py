@@ -55,5 +55,11 @@ def test_honest_miners_are_never_flagged_and_keep_the_weight(record):
     assert h["overlap"]["same_window_max"] < 0.9, h["overlap"]
 
 
-def test_copies_are_named_by_the_evidence(record):
-    assert record["groups"]["copier"]["verdicts"].get("copied", 0) >= 1, record["groups"]["copier"]
+def test_a_copy_is_refused_by_the_commits_and_a_replay_by_the_evidence(record):
+    # The copier's commit (written over its own after it saw a reveal) is not the one any
+    # validator's snapshot holds: it is never even scored.
+    copier = record["groups"]["copier"]["verdicts"]
+    assert copier.get("late", 0) + copier.get("rejected", 0) >= 1, copier
+    assert "scored" not in copier and "copied" not in copier, copier
+    replayer = record["groups"]["stale_replayer"]["verdicts"]
+    assert replayer.get("copied", 0) >= 1, replayer
