@@ -30,10 +30,13 @@ from subnet.localnet.run import read_records
 ATTACKER_SCRIPT = "scripts/benchmarks/attackers.py"
 ALL_ATTACKS = ("copier", "noisy_copier", "stale_replayer", "lazy_trainer", "subtle_poisoner",
                "hugging_poisoner", "orthogonal_poisoner", "heldout_poisoner", "sign_flipper",
-               "inflater", "free_rider", "late_uploader", "malformed_sender",
+               "inflater", "switcher", "free_rider", "late_uploader", "malformed_sender",
                "envelope_replayer")  # fmt: skip
 COPIES = ("copier", "noisy_copier", "stale_replayer", "envelope_replayer")  # they need victims
-HONEST_WORK = ("inflater",)  # they train honestly: their target is an honest miner's pay, no more
+# They train honestly: their target is an honest miner's pay, no more.
+HONEST_WORK = ("inflater", "switcher")
+# Their scored upload is not what they leave for the holder: it must not be merged at all.
+SWITCHED = ("switcher",)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -240,8 +243,9 @@ def run(args: argparse.Namespace) -> dict:
 
 def targets(record: dict) -> dict:
     """Each attacker kind <= 1 % everywhere (an attacker that does the honest work, the
-    inflater: no more than the best honest miner, measure by measure); the honest miners (with
-    the honest-work attackers) keep >= 95 %; loss within 2 % of clean.
+    inflater and the switcher: no more than the best honest miner, measure by measure, and the
+    switcher's switched bytes merged at <= 1 %); the honest miners (with the honest-work
+    attackers) keep >= 95 %; loss within 2 % of clean.
 
     Merge shares are taken over the windows the validators reported on; windows merged without
     reports (bootstrap) are counted in ``windows_without_reports`` and ``merge_weight_share``.
@@ -261,6 +265,8 @@ def targets(record: dict) -> dict:
             limit = [*best["validator_weight_share"], best["incentive"],
                      best["merge_weight_share_reported"]]  # fmt: skip
             out[f"{kind}_le_best_honest"] = all(a <= b for a, b in zip(got, limit, strict=True))
+            if kind in SWITCHED:
+                out[f"{kind}_not_merged"] = (g["merge_weight_share_reported"] or 0.0) <= 0.01
             continue
         out[f"{kind}_le_1pct"] = max(got) <= 0.01
     # The honest work keeps 95 %: the honest miners, and what an honest-work attacker may earn.

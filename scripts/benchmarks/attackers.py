@@ -329,6 +329,45 @@ class Inflater(_Transform):
         return {k: 3.0 * v for k, v in delta.items()}
 
 
+class Switcher(_Transform):
+    """Reveals its honest upload, lets the validators score it, then rewrites it in its own
+    bucket with ``-5 x`` of it before the holder's merge: bait and switch.
+
+    Validators pay it for the honest work they scored (they cannot tell; a miner's server may
+    even serve each reader different bytes); the holder must not merge the switched bytes with
+    the honest upload's score, and merges a score only into the payload it was given for.
+    """
+
+    pending: tuple[int, bytes] | None = None  # (window, the switched envelope)
+    switched: Upload | None = None
+
+    def step(self, window: int) -> Upload:
+        honest = super().step(window)
+        shapes = {k: tuple(v.shape) for k, v in self.replica.state.items()}
+        poison = {k: -5.0 * v for k, v in self.compressor.decode(honest.payload, shapes).items()}
+        self.switched = Upload(self.compressor.encode(poison), dict(honest.metadata))
+        return honest
+
+    def transform(self, delta, window):
+        return delta
+
+    def reveal(self, step: Step):
+        sealed = super().reveal(step)
+        if sealed is not None and self.switched is not None:
+            self.pending = (step.window, self.envelope(step.window, self.switched))
+        return sealed
+
+    def observe(self, tick: int, window: int, offset: int) -> None:
+        super().observe(tick, window, offset)
+        w = self.rt.cfg.protocol.window
+        if self.pending and self.pending[0] == window and offset >= w.report_deadline - 1:
+            self.rt.store.put(self.key(window, self.rt.hotkey), self.pending[1])
+            logger.info("switcher: replaced the scored upload of window {}", window)
+            self.pending = None
+
+    actions = {**_Transform.actions, "reveal": reveal}
+
+
 class FreeRider(Attacker):
     """Trains nothing and sends an all-zero update with a receipt claiming the work."""
 
@@ -427,6 +466,7 @@ ATTACKS: dict[str, type[Attacker]] = {
     "heldout_poisoner": HeldoutPoisoner,
     "sign_flipper": SignFlipper,
     "inflater": Inflater,
+    "switcher": Switcher,
     "free_rider": FreeRider,
     "late_uploader": LateUploader,
     "malformed_sender": MalformedSender,

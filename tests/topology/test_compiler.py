@@ -131,6 +131,22 @@ def test_lane_whose_writer_slots_are_empty(raw, vocab):
     assert "lane 'scores'" in message and "no member fills a writer slot (validator)" in message
 
 
+def test_a_commit_reveal_lane_needs_a_reveal_step_in_every_writer_slot(raw, vocab, fit):
+    data = raw("scored-subnet")
+    data["roles"]["miner"]["steps"] = data["roles"]["miner"]["steps"][:1]  # train, no reveal
+    spec = parse_spec(data, "test")
+    message = refused("bad_spec", spec, Template(topology=SCORED), fit(spec), vocab)
+    assert "lane 'grads' is commit_reveal but slot 'miner' has no step in phase 'reveal'" in message
+
+
+def test_commit_reveal_is_for_upload_lanes(raw, vocab, fit):
+    data = raw("scored-subnet")
+    data["lanes"]["scores"]["commit_reveal"] = True
+    spec = parse_spec(data, "test")
+    message = refused("bad_spec", spec, Template(topology=SCORED), fit(spec), vocab)
+    assert "commit_reveal is for gradient lanes, not 'scores'" in message
+
+
 def test_lane_with_no_writer(raw, vocab, fit):
     data = raw("scored-subnet")
     data["lanes"]["audit"] = {

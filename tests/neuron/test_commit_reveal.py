@@ -1,0 +1,186 @@
+"""Commit-reveal on the scored subnet's ``grads`` lane, in memory on manual clocks.
+
+Window ticks (``conftest``): upload ``[0, 4)``, the validators' snapshot on tick 4, reveals from
+tick 5, score ``[4, 6)``, merge from 6. Each test plays one attack or one failure through the
+real roles and reads the verdicts the validator logged and what the holder merged.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import pytest
+
+import subnet.neuron.validator as validator_module
+from subnet.clock import ManualClock
+from subnet.data import random_sample_ids
+from subnet.neuron.holder import ModelHolder
+from subnet.neuron.miner import Miner
+from subnet.neuron.validator import Validator
+from subnet.storage.keys import ObjectKind, object_key
+from subnet.wire import Expected, encode_envelope, envelope_header, verify_envelope
+from subnet.wire.commit import commit_digest
+from subnet.wire.payload import read_table
+
+
+def run_at(neuron, *ticks: int) -> int:
+    neuron.rt.clock = ManualClock(list(ticks))
+    return neuron.run(max_windows=1)
+
+
+def verdicts(validator) -> dict[str, str]:
+    lines = validator.rt.metrics.path.read_text().splitlines()
+    scores = [r for r in map(json.loads, lines) if r["event"] == "scores"][-1]
+    return {hk: v[0] for hk, v in scores["verdicts"].items()}
+
+
+@pytest.fixture
+def roles(world, monkeypatch):
+    """The holder with version 0 out, two miners and a validator (seeded random samples)."""
+    monkeypatch.setattr(validator_module, "random_sample_ids",
+                        functools.partial(random_sample_ids, seed=0))  # fmt: skip
+    holder = ModelHolder(world.runtimes["holder"])
+    assert holder.try_setup()
+    m1, m2 = Miner(world.runtimes["m1"]), Miner(world.runtimes["m2"])
+    return holder, m1, m2, Validator(world.runtimes["v1"])
+
+
+def _key(rt, kind: ObjectKind, hotkey: str, window: int = 0) -> str:
+    return object_key(rt.cfg.protocol.run, kind, window, hotkey, lane="grads")
+
+
+def _overwrite_commit(miner, blob: bytes) -> None:
+    """What a copier does in its own bucket: a commit to ``blob``, over the one it wrote."""
+    rt = miner.rt
+    digest = commit_digest(rt.cfg.protocol.run, "grads", 0, rt.hotkey,
+                           envelope_header(blob).payload_sha256)  # fmt: skip
+    commit = encode_envelope(signer=rt.signer, run=rt.cfg.protocol.run,
+                             kind=ObjectKind.GRADIENT_COMMIT, window=0, tensors={},
+                             metadata={"commit": digest}, lane="grads")  # fmt: skip
+    rt.store.put(_key(rt, ObjectKind.GRADIENT_COMMIT, rt.hotkey), commit)
+
+
+def _copy_of(victim, copier) -> bytes:
+    """The victim's revealed payload, re-signed by the copier with the copier's receipt."""
+    rt = copier.rt
+    blob = victim.rt.store.get(_key(rt, ObjectKind.GRADIENT, victim.rt.hotkey), 10**8)
+    env = verify_envelope(blob, Expected(rt.cfg.protocol.run, 0, ObjectKind.GRADIENT,
+                                         victim.rt.hotkey, lane="grads"), None, max_bytes=10**8)  # fmt: skip
+    mine = copier.sealed["grads"]  # the copier's own honest envelope, for its receipt
+    meta = dict(env.metadata) | {
+        k: v for k, v in _metadata(mine.blob).items() if k in ("receipt", "samples")
+    }
+    return encode_envelope(signer=rt.signer, run=rt.cfg.protocol.run, kind=ObjectKind.GRADIENT,
+                           window=0, tensors=env.tensors, base_version=0, metadata=meta,
+                           lane="grads")  # fmt: skip
+
+
+def _metadata(blob: bytes) -> dict[str, str]:
+    header = envelope_header(blob)
+    return read_table(blob[len(blob) - header.payload_bytes :])[1]
+
+
+def test_a_copy_written_over_a_commit_after_the_snapshot_is_refused(roles) -> None:
+    holder, victim, copier, validator = roles
+    assert run_at(victim, 0) == 0 and run_at(copier, 0) == 0  # both commit honestly
+    assert run_at(validator, 4) == 0  # the snapshot closes on the deadline tick
+    assert run_at(victim, 5) == 1  # the victim reveals; the copier copies it and races
+    copy = _copy_of(victim, copier)
+    _overwrite_commit(copier, copy)
+    copier.rt.store.put(_key(copier.rt, ObjectKind.GRADIENT, copier.rt.hotkey), copy)
+    assert run_at(validator, 5) == 1
+    got = verdicts(validator)
+    assert got[victim.rt.hotkey] == "scored"
+    assert got[copier.rt.hotkey] == "rejected"  # bad_reveal: not what it committed to
+    details = [r for r in map(json.loads, validator.rt.metrics.path.read_text().splitlines())
+               if r["event"] == "scores"][-1]["details"]  # fmt: skip
+    assert details[copier.rt.hotkey] == "bad_reveal"
+
+
+def test_a_validator_whose_poll_ran_into_the_reveal_does_not_score_the_window(roles) -> None:
+    holder, m1, m2, validator = roles
+    assert run_at(m1, 0) == 0 and run_at(m2, 0) == 0
+    # Its only poll of the commits (for tick 4) ends when the chain is already at tick 5, when
+    # a copier could have rewritten its commit after seeing a reveal: nothing read is trusted.
+    validator.try_setup()
+    validator.rt.clock = ManualClock([], start=5)
+    validator.observe(4, 0, 4)
+    assert validator.snapshot.of(0) is None
+    assert run_at(m1, 5) == 1 and run_at(m2, 5) == 1
+    assert run_at(validator, 5) == 1  # its step runs, and scores nobody
+    assert not [r for r in map(json.loads, validator.rt.metrics.path.read_text().splitlines())
+                if r["event"] == "scores"]  # fmt: skip
+
+
+def test_a_commit_written_after_the_deadline_is_late_and_its_upload_unread(roles) -> None:
+    from subnet.neuron.steps import Step
+
+    holder, m1, m2, validator = roles
+    assert run_at(m1, 0) == 0
+    assert run_at(validator, 4) == 0  # m2 has not committed by the deadline
+    train = m2.rt.plan.slot("miner").steps[0]
+    m2.try_setup()
+    m2.handle(Step(train, 0, 3))  # m2's commit lands after the snapshot closed
+    assert run_at(m1, 5) == 1 and run_at(m2, 5) == 1  # both reveal
+    assert run_at(validator, 5) == 1
+    assert verdicts(validator) == {m1.rt.hotkey: "scored", m2.rt.hotkey: "late"}
+
+
+def test_a_restart_between_commit_and_reveal_reveals_the_committed_bytes(roles, world) -> None:
+    holder, m1, m2, validator = roles
+    assert run_at(m1, 0) == 0 and run_at(m2, 0) == 0
+    committed = m1.sealed["grads"].blob
+    restarted = Miner(world.runtimes["m1"])  # m1's process died after committing
+    assert restarted.try_setup() and restarted.sealed["grads"].blob == committed
+    assert run_at(validator, 4) == 0
+    assert run_at(restarted, 5) == 1 and run_at(m2, 5) == 1
+    assert (
+        world.stores["m1"].get(_key(m1.rt, ObjectKind.GRADIENT, m1.rt.hotkey), 10**8) == committed
+    )
+    assert run_at(validator, 5) == 1
+    assert verdicts(validator)[m1.rt.hotkey] == "scored"
+
+
+def test_bytes_switched_after_the_scoring_are_not_merged(roles) -> None:
+    holder, m1, m2, validator = roles
+    assert run_at(m1, 0) == 0 and run_at(m2, 0) == 0
+    assert run_at(validator, 4) == 0
+    assert run_at(m1, 5) == 1 and run_at(m2, 5) == 1
+    assert run_at(validator, 5) == 1
+    report = [r for r in map(json.loads, validator.rt.metrics.path.read_text().splitlines())
+              if r["event"] == "scores"][-1]  # fmt: skip
+    assert report["verdicts"][m1.rt.hotkey][0] == "scored"
+    assert report["verdicts"][m1.rt.hotkey][1] > 0  # paid, so merged unless the bytes changed
+    # Then m1 rewrites its (write-once, but its own) object: m2's update, validly signed by m1
+    # with m1's own receipt, so nothing but the bytes differs from what was scored.
+    run = m1.rt.cfg.protocol.run
+    theirs = verify_envelope(
+        m2.rt.store.get(_key(m2.rt, ObjectKind.GRADIENT, m2.rt.hotkey), 10**8),
+        Expected(run, 0, ObjectKind.GRADIENT, m2.rt.hotkey, lane="grads"),
+        None,
+        max_bytes=10**8,
+    )
+    own = _metadata(m1.rt.store.get(_key(m1.rt, ObjectKind.GRADIENT, m1.rt.hotkey), 10**8))
+    switched = encode_envelope(signer=m1.rt.signer, run=run, kind=ObjectKind.GRADIENT, window=0,
+                               tensors=theirs.tensors, base_version=0, metadata=own,
+                               lane="grads")  # fmt: skip
+    m1.rt.store.put(_key(m1.rt, ObjectKind.GRADIENT, m1.rt.hotkey), switched)
+    assert run_at(holder, 6) == 1
+    uploads = [r for r in map(json.loads, holder.rt.metrics.path.read_text().splitlines())
+               if r["event"] == "uploads"][-1]  # fmt: skip
+    assert uploads["verdicts"][m1.rt.hotkey] == "accepted"  # a valid upload, of other bytes
+    assert m1.rt.hotkey not in uploads["merged"]  # its score was for the bytes scored
+
+
+def test_a_malformed_commit_is_rejected_with_its_reason(roles) -> None:
+    holder, m1, m2, validator = roles
+    assert run_at(m1, 0) == 0
+    m2.rt.store.put(_key(m2.rt, ObjectKind.GRADIENT_COMMIT, m2.rt.hotkey), b"BEAM\x01\x00")
+    assert run_at(validator, 4) == 0
+    assert run_at(m1, 5) == 1
+    assert run_at(validator, 5) == 1
+    report = [r for r in map(json.loads, validator.rt.metrics.path.read_text().splitlines())
+              if r["event"] == "scores"][-1]  # fmt: skip
+    assert report["verdicts"][m2.rt.hotkey][0] == "rejected"
+    assert report["details"][m2.rt.hotkey] == "commit_malformed_envelope"
