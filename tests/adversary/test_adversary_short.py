@@ -1,5 +1,6 @@
-"""The short adversarial run: 3 honest miners, a copier, a stale replayer and a lazy trainer,
-2 validators and the holder, each an OS process on simnet + the real S3 server (``tiny``).
+"""The short adversarial run: 3 honest miners, a copier, a stale replayer, a lazy trainer and a
+switcher (bait and switch), 2 validators and the holder, each an OS process on simnet + the real
+S3 server (``tiny``).
 
 The full run (every attacker kind, 6 honest miners, against an attacker-free run) is
 ``python scripts/bench.py adversarial --json``; docs/reliability.md has its figures.
@@ -19,6 +20,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from benchmarks import adversarial  # noqa: E402
 
 ATTACKS = ["copier", "stale_replayer", "lazy_trainer"]
+SWITCHER = "switcher"  # does the honest work, so it is paid as that; its switch is not merged
 pytestmark = pytest.mark.slow
 
 
@@ -27,10 +29,11 @@ def record(tmp_path_factory, iambic_1024):
     root = tmp_path_factory.mktemp("adversary")
     parser = argparse.ArgumentParser()
     adversarial.add_arguments(parser)
-    args = parser.parse_args(["--honest", "3", "--attacks", ",".join(ATTACKS), "--rounds", "3",
+    args = parser.parse_args(["--honest", "3", "--attacks", ",".join([*ATTACKS, SWITCHER]),
+                              "--rounds", "3",
                               "--block-time", "0.5", "--window-blocks", "60", "--no-clean",
                               "--data", str(iambic_1024 / "iambic-v1024"), "--timeout", "400"])  # fmt: skip
-    return adversarial.one_run(root / "run", args, ATTACKS)
+    return adversarial.one_run(root / "run", args, [*ATTACKS, SWITCHER])
 
 
 def test_every_neuron_exited_cleanly_and_the_validators_reported(record):
@@ -51,7 +54,9 @@ def test_honest_miners_are_never_flagged_and_keep_the_weight(record):
     h = record["groups"]["honest"]
     assert h["verdicts"].get("scored", 0) > 0, h["verdicts"]
     assert "copied" not in h["verdicts"] and "rejected" not in h["verdicts"], h["verdicts"]
-    assert min(h["validator_weight_share"]) >= 0.94, h
+    switcher = record["groups"][SWITCHER]["validator_weight_share"]
+    kept = [a + b for a, b in zip(h["validator_weight_share"], switcher, strict=True)]
+    assert min(kept) >= 0.94, (h, switcher)
     assert h["overlap"]["same_window_max"] < 0.9, h["overlap"]
 
 
@@ -63,3 +68,11 @@ def test_a_copy_is_refused_by_the_commits_and_a_replay_by_the_evidence(record):
     assert "scored" not in copier and "copied" not in copier, copier
     replayer = record["groups"]["stale_replayer"]["verdicts"]
     assert replayer.get("copied", 0) >= 1, replayer
+
+
+def test_bytes_switched_after_the_scoring_are_never_merged(record):
+    # Validators scored its honest reveal; the holder read other bytes (-5 x the update) and
+    # merged none of them: each score counts only for the payload it was given for.
+    g = record["groups"][SWITCHER]
+    assert g["verdicts"].get("scored", 0) >= 1, g
+    assert (g["merge_weight_share_reported"] or 0.0) == 0.0, g

@@ -29,7 +29,10 @@ def test_demo_runs_rounds_writes_the_run_page_and_stops_everything(tmp_path):
     match = re.search(r"held-out loss ([\d.]+) -> ([\d.]+)", out)
     assert match and float(match[2]) < float(match[1]), out
     assert re.search(r"\(([\d,]+)x a miner's up \+ down\)", out), out  # DDP vs both ways
-    assert "miner1" in out.split("weights on chain")[1]  # incentive shows on the metagraph
+    # Incentive shows on the metagraph (for some miner: in two rounds one miner may miss its
+    # first window while it starts, and score 0 in the other when its proof falls short).
+    chain = out.split("weights on chain")[1]
+    assert re.search(r"miner\d\s+incentive (?!0\.000)\d\.\d{3}", chain), chain
     assert f"run page: {run_dir / 'report.html'}" in out
     assert (run_dir / "report.html").stat().st_size > 5000
     assert out.rstrip().endswith("all processes stopped")
