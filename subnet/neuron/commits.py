@@ -107,6 +107,11 @@ def reveal_matches(rt: Any, lane: str, window: int, hotkey: str, payload_sha256:
     return commit_digest(rt.cfg.protocol.run, lane, window, hotkey, payload_sha256) == commit
 
 
+# Reads of one miner's commit that may fail (an error or a stall) before a validator stops
+# polling that bucket for the window; the miner is then missing, as one that never committed.
+MAX_FAILURES = 3
+
+
 @dataclass
 class WindowCommits:
     """The commits one validator read for one window before the reveal opened."""
@@ -123,7 +128,7 @@ class CommitSnapshot:
 
     def __init__(self) -> None:
         self.windows: dict[int, WindowCommits] = {}
-        self.unreachable: set[tuple[int, str]] = set()  # buckets that failed: not polled again
+        self.failures: dict[tuple[int, str], int] = {}  # failed reads of a bucket, per window
 
     def poll(self, rt: Any, lane: str, window: int, offset: int, senders: list[str]) -> None:
         """Read the commits of ``senders`` not read yet; keep them only if the poll ended before
@@ -135,16 +140,16 @@ class CommitSnapshot:
         read: dict[str, str] = {}
         refused: dict[str, str] = {}
         for hotkey in senders:
-            if hotkey in entry.digests or (window, hotkey) in self.unreachable:
+            if hotkey in entry.digests or self.failures.get((window, hotkey), 0) >= MAX_FAILURES:
                 continue
             try:
                 read[hotkey] = fetch_commit(rt, lane, window, hotkey)
             except ObjectNotFound:
                 continue  # not committed yet: look again next tick
             except StorageError:
-                # A bucket that fails (or stalls) once is not polled again this window, so one
-                # slow endpoint cannot hold up the loop tick after tick.
-                self.unreachable.add((window, hotkey))
+                # Tried again next tick, a few times: a transient error must not cost an honest
+                # miner its window, and one slow endpoint must not hold up every tick.
+                self.failures[(window, hotkey)] = self.failures.get((window, hotkey), 0) + 1
             except Rejected as error:  # looked at again next tick: the sender may repair it
                 refused[hotkey] = f"commit_{error.reason.value}"
         if rt.clock.now() > rt.windows.start(window) + cfg.upload_deadline:
@@ -168,4 +173,4 @@ class CommitSnapshot:
     def forget(self, window: int) -> None:
         """Drop ``window`` and everything before it."""
         self.windows = {w: c for w, c in self.windows.items() if w > window}
-        self.unreachable = {k for k in self.unreachable if k[0] > window}
+        self.failures = {k: n for k, n in self.failures.items() if k[0] > window}

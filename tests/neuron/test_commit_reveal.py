@@ -184,3 +184,31 @@ def test_a_malformed_commit_is_rejected_with_its_reason(roles) -> None:
               if r["event"] == "scores"][-1]  # fmt: skip
     assert report["verdicts"][m2.rt.hotkey][0] == "rejected"
     assert report["details"][m2.rt.hotkey] == "commit_malformed_envelope"
+
+
+def test_a_bucket_that_fails_now_and_then_is_read_again_and_one_that_keeps_failing_is_not(
+    roles, world, monkeypatch
+) -> None:
+    from subnet.storage.base import StorageError
+
+    holder, m1, m2, validator = roles
+    assert run_at(m1, 0) == 0 and run_at(m2, 0) == 0
+    calls = {"m1": 0, "m2": 0}
+
+    def flaky(name: str, fails: int):
+        real = world.stores[name].get
+
+        def get(key: str, max_bytes: int) -> bytes:
+            if "gradient-commit" in key:
+                calls[name] += 1
+                if calls[name] <= fails:
+                    raise StorageError("unavailable", endpoint="memory", bucket=name)
+            return real(key, max_bytes)
+
+        return get
+
+    monkeypatch.setattr(world.stores["m1"], "get", flaky("m1", 2))  # twice, then it answers
+    monkeypatch.setattr(world.stores["m2"], "get", flaky("m2", 99))  # never answers
+    assert run_at(validator, 1, 2, 3, 4) == 0
+    assert set(validator.snapshot.of(0).digests) == {m1.rt.hotkey}
+    assert calls == {"m1": 3, "m2": 3}  # m2's bucket is left alone after 3 failed reads
