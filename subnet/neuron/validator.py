@@ -259,7 +259,10 @@ class Validator(BaseNeuron):
         # (fresh hotkeys cannot pull it down), norms from the payloads, not decodes.
         norms = {hk: self.compressor.norm(u.payload, shapes) for hk, u in accepted.items()}
         standing = {hk for hk, score in self.moving.items() if score > 0}
-        evaluations, fits = assess_window(probe, deltas, own, random_ids, matches, match_ids,
+        # Another miner's earlier upload is a replay outright (``judge_matches``): only the
+        # pairs of this window and a miner's own earlier uploads need the evidence measured.
+        judged = [m for m in matches if m.window == window or m.source == m.hotkey]
+        evaluations, fits = assess_window(probe, deltas, own, random_ids, judged, match_ids,
                                           heldout, norms, twins(matches, window),
                                           standing)  # fmt: skip
         evaluations = [replace(ev, fraction=accepted[ev.hotkey].fraction) for ev in evaluations]

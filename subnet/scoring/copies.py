@@ -163,30 +163,40 @@ def judge_matches(
     z: float = 0.0,
     window: int | None = None,
 ) -> dict[str, str]:
-    """Copier hotkey -> ``"<source>@<window>"`` for the matches where the evidence says copy.
+    """Copier hotkey -> ``"<source>@<window>"`` for the matches that are copies.
 
-    ``fits[m] = (own, other[, se])``: how specific ``m.hotkey``'s update is to its own assigned
-    samples and to ``m.source``'s samples of ``m.window`` (``Specificity.mean``), and the
-    standard error of their difference. The upload is a copy when ``other - own > margin``: it
-    was trained on someone else's data (or on its sender's data of another window).
+    **Another miner's earlier upload** (``m.window < window``, ``m.source != m.hotkey``) is a
+    replay, whatever the fits say: it was public before this window began, so there is no
+    question who came first, and nobody can send an upload that nearly shares the top-k set of
+    another miner's *future* upload (it depends on that miner's private error feedback and on a
+    model version not yet published), so no honest upload is framed by one. Honest uploads of
+    different miners share at most about a quarter of their top-k sets (docs/reliability.md).
 
-    The margin is ``z * se`` for a pair of uploads of ``window`` itself (of any window when
-    ``window`` is None), 0 for a match against an earlier window's upload. Two near-identical uploads of one window compare the same
-    update on the same two sample sets, so at most one side can be flagged, the one whose own
-    samples the update fits worse, whatever the upload order; the margin (``scoring.copy_z``)
-    keeps a noise flip from flagging the original (a copy it lets through proves nothing on its
-    own samples and is paid about nothing). An earlier window's upload was public before this
-    window began, so there is no original to protect there: a replay is judged on the plain
-    comparison. When an upload matches several, the best-fitting source is named. Matches
-    without an entry in ``fits`` flag nothing.
+    Otherwise the evidence decides. ``fits[m] = (own, other[, se])``: how specific
+    ``m.hotkey``'s update is to its own assigned samples and to ``m.source``'s samples of
+    ``m.window`` (``Specificity.mean``), and the standard error of their difference. The upload
+    is a copy when ``other - own > margin``: it was trained on someone else's data (or on its
+    sender's data of another window, for a miner re-sending its own old update). Two
+    near-identical uploads of one window (which commit-reveal leaves to colluders) compare the
+    same update on the same two sample sets, so at most one side can be flagged, the one whose
+    own samples the update fits worse, and only by more than ``z * se`` (``scoring.copy_z``), so
+    a noise flip does not flag the original; a copy let through proves nothing on its own
+    samples and is paid about nothing. A miner's own earlier upload is judged on the plain
+    comparison. With ``window`` None every match is judged on the evidence, with the margin.
+    When an upload matches several, the best-fitting source is named (a replay without fits:
+    the largest overlap). Matches without an entry in ``fits`` flag nothing but replays.
     """
     best: dict[str, tuple[float, str]] = {}
     for m in matches:
-        if m not in fits:
+        replay = window is not None and m.window < window and m.source != m.hotkey
+        if m in fits:
+            own, other, *rest = fits[m]
+        elif replay:
+            own, other, rest = 0.0, m.overlap, []
+        else:
             continue
-        own, other, *rest = fits[m]
         margin = z * rest[0] if rest and window in (None, m.window) else 0.0
-        if other - own > margin and (m.hotkey not in best or other > best[m.hotkey][0]):
+        if (replay or other - own > margin) and (m.hotkey not in best or other > best[m.hotkey][0]):
             best[m.hotkey] = (other, f"{m.source}@{m.window}")
     return {hk: detail for hk, (_, detail) in sorted(best.items())}
 

@@ -126,15 +126,19 @@ def test_a_noise_flip_inside_the_margin_flags_no_one() -> None:
     assert judge_matches([a_to_b, b_to_a], clear, z=1.0) == {"a": "b@5"}  # 6.5 SE: the copy
 
 
-def test_the_margin_protects_an_original_of_this_window_never_a_replay() -> None:
-    # The same near-even measurements: between two uploads of window 5 the margin keeps either
-    # from being flagged; against an upload of window 4 (public before window 5 began) the
-    # later upload is judged on the plain comparison.
-    same, old = Match("b", "a", 5, 1.0), Match("b", "a", 4, 1.0)
-    fits = {same: (0.0010, 0.0012, 0.0006), old: (0.0010, 0.0012, 0.0006)}
-    assert judge_matches([same], fits, z=1.0, window=5) == {}
-    assert judge_matches([old], fits, z=1.0, window=5) == {"b": "a@4"}
-    assert judge_matches([old], {old: (0.0012, 0.0010, 0.0006)}, z=1.0, window=5) == {}
+def test_another_miners_earlier_upload_is_a_replay_whatever_the_fits_say() -> None:
+    # Near-even measurements: between two uploads of window 5 the margin keeps either from
+    # being flagged; an upload that nearly shares the top-k set of another miner's upload of
+    # window 4 (public before window 5 began) is a replay even when it fits its own samples
+    # better, and even unmeasured; a miner's own earlier upload is judged on the plain
+    # comparison, without the margin.
+    same, old, own_old = Match("b", "a", 5, 1.0), Match("b", "a", 4, 0.93), Match("b", "b", 4, 1.0)
+    even = (0.0010, 0.0012, 0.0006)
+    assert judge_matches([same], {same: even}, z=1.0, window=5) == {}
+    assert judge_matches([old], {old: (0.0012, 0.0010, 0.0006)}, z=1.0, window=5) == {"b": "a@4"}
+    assert judge_matches([old], {}, z=1.0, window=5) == {"b": "a@4"}
+    assert judge_matches([own_old], {own_old: even}, z=1.0, window=5) == {"b": "b@4"}
+    assert judge_matches([own_old], {own_old: (0.0012, 0.0010, 0.0006)}, window=5) == {}
 
 
 def test_judge_names_the_best_fitting_source() -> None:
