@@ -71,7 +71,10 @@ class RoomSettings:
         b = self.window_ticks
         return ProtocolConfig.model_validate({
             "model": self.preset, "dataset": self.dataset, "seq_len": 64,
-            "window": {"blocks": b, "upload_deadline": b // 2, "report_deadline": (7 * b) // 10},
+            # Half the window to train and commit, 30 % to wait for the reveals and score (the
+            # validators' evaluation of the default 8,192-token vocabulary takes ~5 s here),
+            # the rest to merge and publish.
+            "window": {"blocks": b, "upload_deadline": b // 2, "report_deadline": (4 * b) // 5},
             "inner": {"steps": self.inner_steps, "micro_batch": 8},
         })  # fmt: skip
 
