@@ -60,24 +60,26 @@ class WindowConfig(_Strict):
         ge=2,
         description="on a commit-reveal lane, the offset until which validators wait for every "
         "committed upload to be revealed before scoring without it (unset: upload_deadline + "
-        "max(2, (report_deadline - upload_deadline) // 4))",
+        "max(3, (report_deadline - upload_deadline) // 4)); reveals start at upload_deadline + 2",
     )
 
     @model_validator(mode="after")
     def _ordered(self) -> WindowConfig:
         if not self.upload_deadline < self.report_deadline < self.blocks:
             raise ValueError("need upload_deadline < report_deadline < blocks")
-        if not self.upload_deadline < self.reveal_by <= self.report_deadline:
-            raise ValueError("need upload_deadline < reveal_deadline <= report_deadline")
+        explicit = self.reveal_deadline
+        if explicit is not None and not self.upload_deadline + 2 < explicit <= self.report_deadline:
+            raise ValueError("need upload_deadline + 2 < reveal_deadline <= report_deadline")
         return self
 
     @property
     def reveal_by(self) -> int:
-        """``reveal_deadline``, or its default: a quarter of the validators' phase, at least 2."""
+        """``reveal_deadline``, or its default: a quarter of the validators' phase, at least 3
+        (the snapshot tick, a guard tick and a tick of reveals)."""
         if self.reveal_deadline is not None:
             return self.reveal_deadline
         gap = self.report_deadline - self.upload_deadline
-        return min(self.report_deadline, self.upload_deadline + max(2, gap // 4))
+        return min(self.report_deadline, self.upload_deadline + max(3, gap // 4))
 
 
 class ProtocolConfig(_Strict):

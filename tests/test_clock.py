@@ -12,9 +12,9 @@ def test_window_phases_split_the_window_in_order():
     clock = WindowClock(WindowConfig(start_block=5, blocks=30, upload_deadline=18,
                                      report_deadline=24))  # fmt: skip
     assert [clock.phase(p) for p in ("upload", "score", "merge")] == [(0, 17), (18, 23), (24, 29)]
-    # A commit-reveal lane's writers reveal from the tick after the deadline tick (when the
-    # readers' snapshot of the commits closes) to the end of the score phase.
-    assert clock.phase("reveal") == (19, 23)
+    # A commit-reveal lane's writers reveal after the deadline tick (when the readers' snapshot
+    # of the commits closes) and a guard tick, to the end of the score phase.
+    assert clock.phase("reveal") == (20, 23)
     assert (clock.window(4), clock.window(5), clock.window(35), clock.offset(36)) == (-1, 0, 1, 1)
     assert clock.start(2) == 65
     with pytest.raises(ValueError, match="unknown phase"):
@@ -22,11 +22,11 @@ def test_window_phases_split_the_window_in_order():
 
 
 def test_the_reveal_deadline_defaults_inside_the_score_phase():
-    assert WindowConfig().reveal_by == 20  # 18 + max(2, 6 // 4)
+    assert WindowConfig().reveal_by == 21  # 18 + max(3, 6 // 4)
     assert WindowConfig(blocks=100, upload_deadline=50, report_deadline=90).reveal_by == 60
     assert WindowConfig(blocks=10, upload_deadline=4, report_deadline=5).reveal_by == 5
     assert WindowConfig(reveal_deadline=23).reveal_by == 23
-    for bad in (18, 25):  # at the upload deadline, or past the report deadline
+    for bad in (18, 20, 25):  # no tick of reveals after the guard tick, or past the reports
         with pytest.raises(ValueError, match="reveal_deadline"):
             WindowConfig(reveal_deadline=bad)
 

@@ -4,9 +4,9 @@ Pure arithmetic over ticks (chain blocks in subnet mode, wall-clock ticks in a r
 here reads a clock. A window's offsets are split into three phases, in order: ``upload``
 ``[0, upload_deadline)``, ``score`` ``[upload_deadline, report_deadline)`` and ``merge``
 ``[report_deadline, blocks)``; a run plan's steps name the phase they run in. On a commit-reveal
-lane the writers reveal in the ``reveal`` phase, ``[upload_deadline + 1, report_deadline)``:
-inside the score phase, from the tick after the deadline tick on which the readers close their
-snapshot of the commits.
+lane the writers reveal in the ``reveal`` phase, ``[upload_deadline + 2, report_deadline)``:
+inside the score phase, after the deadline tick on which the readers close their snapshot of the
+commits and one guard tick (a reader's chain node may lag a writer's by a block).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class WindowClock:
         c = self.cfg
         spans = {
             "upload": (0, c.upload_deadline - 1),
-            "reveal": (c.upload_deadline + 1, c.report_deadline - 1),
+            "reveal": (c.upload_deadline + 2, c.report_deadline - 1),
             "score": (c.upload_deadline, c.report_deadline - 1),
             "merge": (c.report_deadline, c.blocks - 1),
         }

@@ -176,9 +176,12 @@ def window_blocks_for(
             score += extra // 5
             split = (minimum, upload, upload + score)
     blocks, upload, report = split
-    reveal = upload + max(2, math.ceil(reveal_s / block_time))  # the reveals' share of the phase
+    # The reveals' share of the validators' phase: the snapshot and guard ticks, then the
+    # reveals; at most half the phase, and none when the phase cannot hold them.
+    reveal = min(upload + max(3, math.ceil(reveal_s / block_time)), upload + (report - upload) // 2)
+    reveal_deadline = max(reveal, upload + 3) if report - upload >= 3 else None
     return Calibration(step_s, contended, *split, eval_s=eval_s,
-                       reveal_deadline=min(reveal, upload + (report - upload) // 2))  # fmt: skip
+                       reveal_deadline=reveal_deadline)  # fmt: skip
 
 
 def calibrate(

@@ -10,7 +10,8 @@ A window on such a lane, by offset:
   before the reveal opened (it reads the clock after each poll): the bucket is the miner's own
   and nothing in it says when an object was written, so a commit first read in a poll that ran
   into the reveal could have been rewritten after seeing someone's payload.
-* ``upload_deadline + 1`` on (phase ``reveal``): the miner writes the envelope it committed to.
+* ``upload_deadline + 1``: a guard tick (a validator's chain node may lag a miner's by a block).
+* ``upload_deadline + 2`` on (phase ``reveal``): the miner writes the envelope it committed to.
 * The validators score once every committed upload is revealed (gate ``revealed``) or at
   ``window.reveal_by``; a reveal whose payload does not give the commit is ``bad_reveal``.
 
@@ -21,6 +22,7 @@ copier's commit (``docs/reliability.md``).
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,16 +44,19 @@ class Sealed:
     key: str  # where the reveal goes
     blob: bytes = field(repr=False)
     record: dict[str, Any] = field(default_factory=dict)  # the window's train metrics
+    pending: bool = False  # its reveal was tried and failed: tried again at the next tick
 
     def meta(self) -> dict[str, Any]:
         """What a state file keeps of it besides the blob."""
-        return {"window": self.window, "lane": self.lane, "key": self.key, "record": self.record}
+        return {"window": self.window, "lane": self.lane, "key": self.key, "record": self.record,
+                "pending": self.pending}  # fmt: skip
 
     @classmethod
     def load(cls, meta: dict[str, Any], blob: torch.Tensor) -> Sealed:
         """Rebuild from :meth:`meta` and the blob as a uint8 tensor."""
         return cls(int(meta["window"]), str(meta["lane"]), str(meta["key"]),
-                   blob.numpy().tobytes(), dict(meta.get("record", {})))  # fmt: skip
+                   blob.numpy().tobytes(), dict(meta.get("record", {})),
+                   bool(meta.get("pending", False)))  # fmt: skip
 
 
 def seal(
@@ -62,20 +67,30 @@ def seal(
     base_version: int | None,
     metadata: dict[str, str],
 ) -> Sealed:
-    """Sign the gradient envelope, write (once) the commit to it, and return it for the reveal."""
+    """The signed gradient envelope to commit to now and reveal later (nothing written yet: the
+    caller keeps it safe first, then writes the commit)."""
     run = rt.cfg.protocol.run
     blob = encode_envelope(signer=rt.signer, run=run, kind=ObjectKind.GRADIENT, window=window,
                            tensors=tensors, base_version=base_version, metadata=metadata,
                            lane=lane)  # fmt: skip
-    digest = commit_digest(run, lane, window, rt.hotkey, envelope_header(blob).payload_sha256)
+    key = object_key(run, ObjectKind.GRADIENT, window, rt.hotkey, lane=lane)
+    return Sealed(window, lane, key, blob)
+
+
+def write_commit(rt: Any, sealed: Sealed) -> bool:
+    """Write (once) the signed commit to ``sealed``'s envelope; False if one was there already
+    (a restart: the digest, a function of the envelope, is the same)."""
+    run, window, lane = rt.cfg.protocol.run, sealed.window, sealed.lane
+    digest = commit_digest(
+        run, lane, window, rt.hotkey, envelope_header(sealed.blob).payload_sha256
+    )
     commit = encode_envelope(signer=rt.signer, run=run, kind=ObjectKind.GRADIENT_COMMIT,
                              window=window, tensors={}, metadata={"commit": digest},
                              lane=lane)  # fmt: skip
-    commit_key = object_key(run, ObjectKind.GRADIENT_COMMIT, window, rt.hotkey, lane=lane)
-    written = rt.store.put_if_absent(commit_key, commit)
+    key = object_key(run, ObjectKind.GRADIENT_COMMIT, window, rt.hotkey, lane=lane)
+    written = rt.store.put_if_absent(key, commit)
     logger.info("committed to window {} ({})", window, "new" if written else "already there")
-    key = object_key(run, ObjectKind.GRADIENT, window, rt.hotkey, lane=lane)
-    return Sealed(window, lane, key, blob)
+    return written
 
 
 def write_reveal(rt: Any, sealed: Sealed) -> bool:
@@ -107,9 +122,14 @@ def reveal_matches(rt: Any, lane: str, window: int, hotkey: str, payload_sha256:
     return commit_digest(rt.cfg.protocol.run, lane, window, hotkey, payload_sha256) == commit
 
 
-# Reads of one miner's commit that may fail (an error or a stall) before a validator stops
-# polling that bucket for the window; the miner is then missing, as one that never committed.
+# Reads of one miner's commit that may fail (an error, or no answer within a poll) before a
+# validator stops polling that bucket for the window; the miner is then missing, as one that
+# never committed.
 MAX_FAILURES = 3
+# One poll reads the commits in parallel, a thread each, and waits this long at most: a bucket
+# that stalls costs its own sender a failed read, never the other miners their place in the
+# snapshot (a stalled read runs out on its own, within the reader's deadline).
+POLL_BUDGET_S = 2.0
 
 
 @dataclass
@@ -126,9 +146,10 @@ class CommitSnapshot:
     """What a validator may trust of each window's commits (memory only: a validator restarted
     after a window's deadline has no snapshot of it and does not score it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, budget_s: float = POLL_BUDGET_S) -> None:
         self.windows: dict[int, WindowCommits] = {}
         self.failures: dict[tuple[int, str], int] = {}  # failed reads of a bucket, per window
+        self.budget_s = budget_s
 
     def poll(self, rt: Any, lane: str, window: int, offset: int, senders: list[str]) -> None:
         """Read the commits of ``senders`` not read yet; keep them only if the poll ended before
@@ -137,21 +158,20 @@ class CommitSnapshot:
         if offset > cfg.upload_deadline:
             return
         entry = self.windows.setdefault(window, WindowCommits())
+        todo = [hk for hk in senders if hk not in entry.digests
+                and self.failures.get((window, hk), 0) < MAX_FAILURES]  # fmt: skip
         read: dict[str, str] = {}
         refused: dict[str, str] = {}
-        for hotkey in senders:
-            if hotkey in entry.digests or self.failures.get((window, hotkey), 0) >= MAX_FAILURES:
-                continue
-            try:
-                read[hotkey] = fetch_commit(rt, lane, window, hotkey)
-            except ObjectNotFound:
-                continue  # not committed yet: look again next tick
-            except StorageError:
-                # Tried again next tick, a few times: a transient error must not cost an honest
-                # miner its window, and one slow endpoint must not hold up every tick.
+        for hotkey, outcome in self._read(rt, lane, window, todo).items():
+            if isinstance(outcome, str):
+                read[hotkey] = outcome
+            elif isinstance(outcome, Rejected):  # looked at again next tick: it may be repaired
+                refused[hotkey] = f"commit_{outcome.reason.value}"
+            elif not isinstance(outcome, ObjectNotFound):  # failed or unanswered: retried, a few
                 self.failures[(window, hotkey)] = self.failures.get((window, hotkey), 0) + 1
-            except Rejected as error:  # looked at again next tick: the sender may repair it
-                refused[hotkey] = f"commit_{error.reason.value}"
+                if not isinstance(outcome, (StorageError, TimeoutError)):
+                    logger.opt(exception=outcome).warning("reading the commit of {} failed",
+                                                          hotkey[:8])  # fmt: skip
         if rt.clock.now() > rt.windows.start(window) + cfg.upload_deadline:
             if read:
                 logger.warning(
@@ -164,6 +184,33 @@ class CommitSnapshot:
                          if hk not in entry.digests}  # fmt: skip
         entry.trusted = True
         entry.complete = entry.complete or offset == cfg.upload_deadline
+
+    def _read(self, rt: Any, lane: str, window: int, hotkeys: list[str]) -> dict[str, object]:
+        """``hotkey -> digest``, or the exception its read raised, for the reads that finished
+        within the budget (the others are left to finish on their own and count as failed)."""
+        results: dict[str, object] = {}
+        finished = threading.Condition()
+
+        def read(hotkey: str) -> None:
+            try:
+                outcome: object = fetch_commit(rt, lane, window, hotkey)
+            except Exception as error:  # noqa: BLE001 - handed to the poll, which sorts it
+                outcome = error
+            with finished:
+                results[hotkey] = outcome
+                finished.notify()
+
+        for hotkey in hotkeys:  # daemon threads: a stalled read never holds up an exit
+            threading.Thread(target=read, args=(hotkey,), daemon=True).start()
+        with finished:
+            finished.wait_for(lambda: len(results) == len(hotkeys), timeout=self.budget_s)
+            answered = dict(results)
+        unanswered = TimeoutError("no answer within the poll")
+        return {hk: answered.get(hk, unanswered) for hk in hotkeys}
+
+    def failed(self, window: int) -> set[str]:
+        """The miners of ``window`` whose commit could not be read at least once."""
+        return {hk for (w, hk) in self.failures if w == window}
 
     def of(self, window: int) -> WindowCommits | None:
         """The snapshot of ``window``, or None if no poll of it can be trusted."""

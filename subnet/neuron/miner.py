@@ -27,6 +27,7 @@ from loguru import logger
 from ..compression import ErrorFeedback, Payload, build_compressor, payload_nbytes
 from ..data import sample_receipt
 from ..monitor.progress import progress
+from ..storage.base import StorageError
 from ..storage.keys import ObjectKind
 from ..training import pseudo_gradient
 from ..training.trainer import Trainer
@@ -34,7 +35,7 @@ from ..wire import publish_envelope
 from .actions.ring import mix, publish_model
 from .actions.tree import reduce
 from .base import BaseNeuron
-from .commits import Sealed, seal, write_reveal
+from .commits import Sealed, seal, write_commit, write_reveal
 from .lines import Line, build_lines, stream_of
 from .pacer import Pacer, WindowSkipped  # noqa: F401 (WindowSkipped: re-exported)
 from .replica import Replica
@@ -69,6 +70,11 @@ class Miner(BaseNeuron):
 
     def observe(self, tick: int, window: int, offset: int) -> None:
         self.pacer.observe(tick)  # measures the tick (block) time
+        for sealed in [s for s in self.sealed.values() if s.pending]:  # a reveal that failed
+            if sealed.window == window and offset < self.rt.cfg.protocol.window.report_deadline:
+                self.send_reveal(sealed)
+            elif sealed.window != window:
+                del self.sealed[sealed.lane]  # its window is over: nobody would score it now
 
     def setup(self) -> None:
         """The dataset (NotReady until the holder published it), each model line's replica,
@@ -104,7 +110,7 @@ class Miner(BaseNeuron):
         """The model ``step`` starts from (its model lane's line)."""
         return self.lines[stream_of(self.rt, self.slot, step.plan)].replica
 
-    def train(self, step: Step) -> Upload:
+    def train(self, step: Step) -> Upload | None:
         """The ``train`` action: sync, train, upload on the step's lane.
 
         Trains the line of the model lane the step reads. Without a lane the update is kept for
@@ -112,6 +118,14 @@ class Miner(BaseNeuron):
         out instead of the update (gossip).
         """
         self.line = self.lines[stream_of(self.rt, self.slot, step.plan)]
+        sealed = self.sealed.get(step.lane or "")
+        if sealed is not None and sealed.window == step.window:
+            # Restarted after committing: training again would make other bytes than the ones
+            # committed to. Make sure the commit is out; the reveal step sends the envelope.
+            logger.info("window {}: already committed on {}; not training again", step.window,
+                        step.lane)  # fmt: skip
+            write_commit(self.rt, sealed)
+            return None
         if not self.line.keep_optimizer:
             self.line.fresh_optimizer()  # the step says: no inner state across rounds
         self.sync(step.window)
@@ -130,11 +144,23 @@ class Miner(BaseNeuron):
         if sealed is None or sealed.window != step.window:
             logger.info("window {}: nothing committed on {} to reveal", step.window, step.lane)
             return None
-        written = write_reveal(self.rt, sealed)
+        return sealed if self.send_reveal(sealed) else None
+
+    def send_reveal(self, sealed: Sealed) -> bool:
+        """Write a committed upload; on a storage failure keep it to try again next tick (in
+        ``observe``, while validators may still be waiting for it)."""
+        try:
+            written = write_reveal(self.rt, sealed)
+        except StorageError as error:
+            sealed.pending = True
+            logger.warning("window {}: revealing the upload failed ({}); trying again next tick",
+                           sealed.window, error.reason)  # fmt: skip
+            return False
         logger.info("uploaded {} ({})", sealed.key, "new" if written else "already there")
         self.rt.metrics.log("train", **sealed.record, **self.rt.meter.take())
         del self.sealed[sealed.lane]
-        return sealed
+        self.save()
+        return True
 
     reduce = reduce
     mix = mix
@@ -196,6 +222,8 @@ class Miner(BaseNeuron):
                           result.metadata)  # fmt: skip
             sealed.record = self.train_record
             self.sealed[lane] = sealed
+            self.save()  # on disk before any commit to it: a restart reveals these very bytes
+            write_commit(self.rt, sealed)
             result.key = sealed.key
             self.pacer.uploaded(window)  # the commit is what the deadline is for
             return

@@ -153,18 +153,18 @@ class Validator(BaseNeuron):
         collected = self._collect(window, miners)
         if collected is None:
             return ScoreReport(window, self.replica.version, {})
-        got, commits, unseen = collected
+        got, commits, unreadable = collected
         after = self._after_deadline(window, got.accepted)
         evaluations, copies = self._assess(
             window, {hk: u for hk, u in got.accepted.items() if hk not in after}
         )
-        late = self._late(window, got.missing, commits) | after
+        late = self._late(window, got.missing - unreadable, commits) | after
         self.records = extend_records(self.records, gain_ratios(evaluations, p.scoring, copies),
                                       p.scoring.record_windows, set(miners))  # fmt: skip
         verdicts = score_window(evaluations, got.missing - late, late, got.stale, got.rejected,
                                 copies, p.scoring, self.records)  # fmt: skip
         scores = {hk: v.score for hk, v in verdicts.items()}
-        self.moving = update_moving(self.moving, scores, set(miners), p.scoring, keep=unseen)
+        self.moving = update_moving(self.moving, scores, set(miners), p.scoring)
         for hk, v in sorted(verdicts.items()):
             logger.info(
                 "window {} {}: {} score {:.4f} {}", window, hk[:8], v.reason, v.score, v.detail
@@ -187,37 +187,44 @@ class Validator(BaseNeuron):
     def _collect(
         self, window: int, miners: list[str]
     ) -> tuple[WindowUploads, dict[str, str] | None, set[str]] | None:
-        """The window's uploads, with the commits they were checked against and the miners this
-        validator cannot judge; None when it cannot judge the window at all.
+        """The window's uploads, the commits they were checked against (None off commit-reveal),
+        and the miners whose commit this validator failed to read; None when it cannot judge
+        the window at all.
 
         On a commit-reveal lane only the payloads committed in this validator's snapshot are
-        fetched (a miner without a commit is missing, or rejected for a malformed one). With no
-        snapshot (not polling before the reveal opened: restarted, or far behind) it cannot
-        tell a copy in time from an honest upload and scores nobody; with a snapshot that missed
-        the deadline tick it is silent on the miners it had not seen commit by then.
+        fetched; a miner without a commit in it is missing (or late), one with a malformed
+        commit rejected. With no snapshot (not polling before the reveal opened: restarted, or
+        far behind) it cannot tell a copy in time from an honest upload and scores nobody. One
+        that missed the deadline tick still counts the commits it had not read as missing, as
+        it would an upload it could not read: staying silent on them would let a miner keep
+        its moving score without uploading, and one colluding validator set its merge weight.
         """
-        commits, unseen, refused = None, set(), {}
+        commits, refused, unreadable = None, {}, set()
         if self.commit_reveal:
             snapshot = self.snapshot.of(window)
+            failures = self.snapshot.failed(window)
             self.snapshot.forget(window)
             if snapshot is None:
                 logger.warning("window {}: no commit snapshot from before the reveal (this "
                                "validator was not polling then); not scoring it", window)  # fmt: skip
                 return None
-            commits = snapshot.digests
-            if not snapshot.complete:  # it missed the deadline tick: silent on the rest
-                unseen = set(miners) - set(commits)
-            refused = {hk: why for hk, why in snapshot.refused.items() if hk not in unseen}
-        senders = [hk for hk in miners if hk not in unseen]
-        uncommitted = set() if commits is None else set(senders) - set(commits)
+            commits, refused = snapshot.digests, snapshot.refused
+            unreadable = failures - set(commits)
+            absent = set(miners) - set(commits)
+            if not snapshot.complete and absent:
+                logger.warning("window {}: this validator's last read of the commits ran past the "
+                               "deadline; {} miner(s) whose commit it had not read count as "
+                               "missing", window, len(absent))  # fmt: skip
+        uncommitted = set() if commits is None else set(miners) - set(commits)
         shapes = {k: tuple(v.shape) for k, v in self.replica.state.items()}
-        got = collect_uploads(self.rt, window, [hk for hk in senders if hk not in uncommitted],
+        got = collect_uploads(self.rt, window, [hk for hk in miners if hk not in uncommitted],
                               base_version=self.replica.version, compressor=self.compressor,
                               shapes=shapes, assigned=self.assigned(window), lane=self.grads,
                               commits=commits)  # fmt: skip
+        refused = {hk: why for hk, why in refused.items() if hk in uncommitted}
         got.missing |= uncommitted - set(refused)
         got.rejected |= refused
-        return got, commits, unseen
+        return got, commits, unreadable
 
     def _after_deadline(self, window: int, accepted: dict[str, Received]) -> set[str]:
         """Accepted uploads that were not there when this validator looked at the deadline tick.
@@ -266,11 +273,15 @@ class Validator(BaseNeuron):
                                           heldout, norms, twins(matches, window),
                                           standing)  # fmt: skip
         evaluations = [replace(ev, fraction=accepted[ev.hotkey].fraction) for ev in evaluations]
-        self.fingerprints.record(window, prints)
+        copies = judge_matches(matches, fits, p.scoring.copy_z, window)
+        # A judged copy is kept out of the history: it would stand there under its copier's
+        # hotkey, and a later upload of its original's sender that resembled the original would
+        # then "match another miner's earlier upload".
+        self.fingerprints.record(window, {hk: v for hk, v in prints.items() if hk not in copies})
         self.rt.metrics.log("fingerprints", window=window, overlap=overlap_summary(prints, history),
                             matches=[[m.hotkey, m.source, m.window, round(m.overlap, 4),
                                       *fits.get(m, ())] for m in matches])  # fmt: skip
-        return evaluations, judge_matches(matches, fits, p.scoring.copy_z, window)
+        return evaluations, copies
 
     def _late(self, window: int, missing: set[str], commits: dict[str, str] | None) -> set[str]:
         """Uploads absent at the deadline that exist now: they arrived late. On a commit-reveal

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Set
 from bittensor.sp_core import ss58_decode
 
 MAX_REPORT_CHARS = 256 * 1024  # 4,096 entries of ~60 characters fit with room to spare
+MAX_DIGESTS_CHARS = 512 * 1024  # 4,096 entries of ~120 characters (hotkey and sha256 hex)
 MAX_ENTRIES = 4096  # far above a subnet's 256 UIDs
 MAX_ABS_SCORE = 1e9  # scores are loss improvements, O(1); beyond this a report is nonsense
 _MAX_NUMBER_CHARS = 64  # a JSON number literal longer than this is an attack, not a score
@@ -78,7 +79,7 @@ def encode_digests(digests: Mapping[str, str]) -> str:
 def parse_digests(text: object) -> dict[str, str]:
     """`{miner hotkey: payload sha256}` from a report's `digests` text, or `ReportError`."""
     out: dict[str, str] = {}
-    for key, value in _entries(text):
+    for key, value in _entries(text, MAX_DIGESTS_CHARS):
         if not isinstance(value, str) or not _HEX64.match(value):
             raise ReportError("bad_digest", key[:8])
         out[key] = value
@@ -100,12 +101,12 @@ def bind_scores(
     }
 
 
-def _entries(text: object) -> list[tuple[str, object]]:
+def _entries(text: object, max_chars: int = MAX_REPORT_CHARS) -> list[tuple[str, object]]:
     """The `(hotkey, value)` pairs of a flat JSON object, bounded and checked, keys ss58."""
     if not isinstance(text, str):
         raise ReportError("not_text", type(text).__name__)
-    if len(text) > MAX_REPORT_CHARS:
-        raise ReportError("too_long", f"{len(text)} characters > {MAX_REPORT_CHARS}")
+    if len(text) > max_chars:
+        raise ReportError("too_long", f"{len(text)} characters > {max_chars}")
     try:
         raw = json.loads(
             text,

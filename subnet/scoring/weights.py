@@ -13,12 +13,8 @@ def update_moving(
     window_scores: Mapping[str, float],
     registered: Set[str],
     cfg: ScoringConfig,
-    keep: Set[str] = frozenset(),
 ) -> dict[str, float]:
     """One EMA step per registered hotkey: ``new = (1 - a) * old + a * score``, ``a = ema_alpha``.
-
-    Hotkeys in ``keep`` (registered ones the validator could not judge this window, e.g. commits
-    it was not polling for) carry their moving score over unchanged.
 
     A registered hotkey absent from ``window_scores`` scores 0, so a miner that stops uploading
     decays instead of living on its past. A hotkey new to ``moving`` starts from 0: weight is
@@ -34,9 +30,7 @@ def update_moving(
             raise ValueError(f"window score of {hotkey!r} must be finite and >= 0, got {score}")
     a = cfg.ema_alpha
     return {
-        hotkey: moving.get(hotkey, 0.0)
-        if hotkey in keep
-        else (1.0 - a) * moving.get(hotkey, 0.0) + a * window_scores.get(hotkey, 0.0)
+        hotkey: (1.0 - a) * moving.get(hotkey, 0.0) + a * window_scores.get(hotkey, 0.0)
         for hotkey in sorted(registered)
     }
 

@@ -46,7 +46,7 @@ class StepPlan:
 
     action: str  # key into the role class's action registry
     # "upload" | "reveal" | "score" | "merge": window offsets [0, upload_deadline) |
-    # [upload_deadline + 1, report_deadline) | [upload_deadline, report_deadline) |
+    # [upload_deadline + 2, report_deadline) | [upload_deadline, report_deadline) |
     # [report_deadline, blocks)
     phase: str
     lane: str | None  # the lane it writes, if any

@@ -83,8 +83,10 @@ def make_world(tmp_path: Path, data_dir: Path, roster_names: dict[str, str] | No
                frozenset(spec.roles[slot].permissions) if spec else PERMISSIONS[slot], uid=i)
         for i, (n, slot) in enumerate(names.items())
     ))  # fmt: skip
-    window = protocol_fields.pop("window", WindowConfig(blocks=10, upload_deadline=4,
-                                                        report_deadline=6))  # fmt: skip
+    # The scored subnet's window: upload [0, 4), the commit snapshot on tick 4, reveals from
+    # tick 6 (after a guard tick), score [4, 8), merge [8, 10). Other topologies: merge from 6.
+    default = WindowConfig(blocks=10, upload_deadline=4, report_deadline=8 if spec is None else 6)
+    window = protocol_fields.pop("window", default)
     protocol = ProtocolConfig(
         dataset="tiny", seq_len=16, eval_samples=4, holder_hotkey=keys["holder"].ss58_address,
         window=window, inner={"steps": 2, "micro_batch": 2}, **protocol_fields,

@@ -1,7 +1,7 @@
 """Commit-reveal on the scored subnet's ``grads`` lane, in memory on manual clocks.
 
-Window ticks (``conftest``): upload ``[0, 4)``, the validators' snapshot on tick 4, reveals from
-tick 5, score ``[4, 6)``, merge from 6. Each test plays one attack or one failure through the
+Window ticks (``conftest``): upload ``[0, 4)``, the validators' snapshot on tick 4, a guard tick,
+reveals from tick 6, score ``[4, 8)``, merge from 8. Each test plays one attack or one failure through the
 real roles and reads the verdicts the validator logged and what the holder merged.
 """
 
@@ -85,11 +85,11 @@ def test_a_copy_written_over_a_commit_after_the_snapshot_is_refused(roles) -> No
     holder, victim, copier, validator = roles
     assert run_at(victim, 0) == 0 and run_at(copier, 0) == 0  # both commit honestly
     assert run_at(validator, 4) == 0  # the snapshot closes on the deadline tick
-    assert run_at(victim, 5) == 1  # the victim reveals; the copier copies it and races
+    assert run_at(victim, 6) == 1  # the victim reveals; the copier copies it and races
     copy = _copy_of(victim, copier)
     _overwrite_commit(copier, copy)
     copier.rt.store.put(_key(copier.rt, ObjectKind.GRADIENT, copier.rt.hotkey), copy)
-    assert run_at(validator, 5) == 1
+    assert run_at(validator, 6) == 1
     got = verdicts(validator)
     assert got[victim.rt.hotkey] == "scored"
     assert got[copier.rt.hotkey] == "rejected"  # bad_reveal: not what it committed to
@@ -107,8 +107,8 @@ def test_a_validator_whose_poll_ran_into_the_reveal_does_not_score_the_window(ro
     validator.rt.clock = ManualClock([], start=5)
     validator.observe(4, 0, 4)
     assert validator.snapshot.of(0) is None
-    assert run_at(m1, 5) == 1 and run_at(m2, 5) == 1
-    assert run_at(validator, 5) == 1  # its step runs, and scores nobody
+    assert run_at(m1, 6) == 1 and run_at(m2, 6) == 1
+    assert run_at(validator, 6) == 1  # its step runs, and scores nobody
     assert not [r for r in map(json.loads, validator.rt.metrics.path.read_text().splitlines())
                 if r["event"] == "scores"]  # fmt: skip
 
@@ -122,8 +122,8 @@ def test_a_commit_written_after_the_deadline_is_late_and_its_upload_unread(roles
     train = m2.rt.plan.slot("miner").steps[0]
     m2.try_setup()
     m2.handle(Step(train, 0, 3))  # m2's commit lands after the snapshot closed
-    assert run_at(m1, 5) == 1 and run_at(m2, 5) == 1  # both reveal
-    assert run_at(validator, 5) == 1
+    assert run_at(m1, 6) == 1 and run_at(m2, 6) == 1  # both reveal
+    assert run_at(validator, 6) == 1
     assert verdicts(validator) == {m1.rt.hotkey: "scored", m2.rt.hotkey: "late"}
 
 
@@ -134,11 +134,11 @@ def test_a_restart_between_commit_and_reveal_reveals_the_committed_bytes(roles, 
     restarted = Miner(world.runtimes["m1"])  # m1's process died after committing
     assert restarted.try_setup() and restarted.sealed["grads"].blob == committed
     assert run_at(validator, 4) == 0
-    assert run_at(restarted, 5) == 1 and run_at(m2, 5) == 1
+    assert run_at(restarted, 6) == 1 and run_at(m2, 6) == 1
     assert (
         world.stores["m1"].get(_key(m1.rt, ObjectKind.GRADIENT, m1.rt.hotkey), 10**8) == committed
     )
-    assert run_at(validator, 5) == 1
+    assert run_at(validator, 6) == 1
     assert verdicts(validator)[m1.rt.hotkey] == "scored"
 
 
@@ -146,8 +146,8 @@ def test_bytes_switched_after_the_scoring_are_not_merged(roles) -> None:
     holder, m1, m2, validator = roles
     assert run_at(m1, 0) == 0 and run_at(m2, 0) == 0
     assert run_at(validator, 4) == 0
-    assert run_at(m1, 5) == 1 and run_at(m2, 5) == 1
-    assert run_at(validator, 5) == 1
+    assert run_at(m1, 6) == 1 and run_at(m2, 6) == 1
+    assert run_at(validator, 6) == 1
     report = [r for r in map(json.loads, validator.rt.metrics.path.read_text().splitlines())
               if r["event"] == "scores"][-1]  # fmt: skip
     assert report["verdicts"][m1.rt.hotkey][0] == "scored"
@@ -166,7 +166,7 @@ def test_bytes_switched_after_the_scoring_are_not_merged(roles) -> None:
                                tensors=theirs.tensors, base_version=0, metadata=own,
                                lane="grads")  # fmt: skip
     m1.rt.store.put(_key(m1.rt, ObjectKind.GRADIENT, m1.rt.hotkey), switched)
-    assert run_at(holder, 6) == 1
+    assert run_at(holder, 8) == 1
     uploads = [r for r in map(json.loads, holder.rt.metrics.path.read_text().splitlines())
                if r["event"] == "uploads"][-1]  # fmt: skip
     assert uploads["verdicts"][m1.rt.hotkey] == "accepted"  # a valid upload, of other bytes
@@ -178,8 +178,8 @@ def test_a_malformed_commit_is_rejected_with_its_reason(roles) -> None:
     assert run_at(m1, 0) == 0
     m2.rt.store.put(_key(m2.rt, ObjectKind.GRADIENT_COMMIT, m2.rt.hotkey), b"BEAM\x01\x00")
     assert run_at(validator, 4) == 0
-    assert run_at(m1, 5) == 1
-    assert run_at(validator, 5) == 1
+    assert run_at(m1, 6) == 1
+    assert run_at(validator, 6) == 1
     report = [r for r in map(json.loads, validator.rt.metrics.path.read_text().splitlines())
               if r["event"] == "scores"][-1]  # fmt: skip
     assert report["verdicts"][m2.rt.hotkey][0] == "rejected"
@@ -212,3 +212,77 @@ def test_a_bucket_that_fails_now_and_then_is_read_again_and_one_that_keeps_faili
     assert run_at(validator, 1, 2, 3, 4) == 0
     assert set(validator.snapshot.of(0).digests) == {m1.rt.hotkey}
     assert calls == {"m1": 3, "m2": 3}  # m2's bucket is left alone after 3 failed reads
+
+
+def test_a_stalling_bucket_costs_only_its_own_sender(roles, world, monkeypatch) -> None:
+    import time
+
+    from subnet.neuron.commits import CommitSnapshot
+
+    holder, m1, m2, validator = roles
+    assert run_at(m1, 0) == 0 and run_at(m2, 0) == 0
+    real = world.stores["m2"].get
+
+    def stall(key: str, max_bytes: int) -> bytes:
+        if "gradient-commit" in key:
+            time.sleep(1.0)  # past the poll's budget: the others' reads do not wait for it
+        return real(key, max_bytes)
+
+    monkeypatch.setattr(world.stores["m2"], "get", stall)
+    validator.snapshot = CommitSnapshot(budget_s=0.2)
+    started = time.monotonic()
+    assert run_at(validator, 3, 4) == 0
+    assert time.monotonic() - started < 1.5  # two polls, neither held by the stall
+    snapshot = validator.snapshot.of(0)
+    assert snapshot.complete and set(snapshot.digests) == {m1.rt.hotkey}
+    assert run_at(m1, 6) == 1 and run_at(m2, 6) == 1
+    assert run_at(validator, 6) == 1
+    # m2's commit was there all along but never read in time: missing (not late), scored 0.
+    assert verdicts(validator) == {m1.rt.hotkey: "scored", m2.rt.hotkey: "missing"}
+
+
+def test_a_miner_killed_before_its_commit_went_out_commits_to_the_bytes_it_kept(
+    roles, world, monkeypatch
+) -> None:
+    holder, m1, m2, validator = roles
+    real = world.stores["m1"].put_if_absent
+
+    def die(key: str, data: bytes) -> bool:
+        if "gradient-commit" in key:
+            raise SystemExit("kill -9 between saving the envelope and writing the commit")
+        return real(key, data)
+
+    monkeypatch.setattr(world.stores["m1"], "put_if_absent", die)
+    with pytest.raises(SystemExit):
+        run_at(m1, 0)
+    monkeypatch.setattr(world.stores["m1"], "put_if_absent", real)
+    kept = Miner(world.runtimes["m1"])
+    assert kept.try_setup() and kept.sealed["grads"].window == 0
+    blob = kept.sealed["grads"].blob
+    assert run_at(kept, 1) == 0  # the train step again: commits to the kept bytes, trains nothing
+    assert run_at(m2, 0) == 0 and run_at(validator, 4) == 0
+    assert run_at(kept, 6) == 1 and run_at(m2, 6) == 1
+    assert world.stores["m1"].get(_key(m1.rt, ObjectKind.GRADIENT, m1.rt.hotkey), 10**8) == blob
+    assert run_at(validator, 6) == 1
+    assert verdicts(validator)[m1.rt.hotkey] == "scored"  # not bad_reveal
+
+
+def test_a_reveal_that_fails_is_tried_again_at_the_next_tick(roles, world, monkeypatch) -> None:
+    from subnet.storage.base import StorageError
+
+    holder, m1, m2, validator = roles
+    assert run_at(m1, 0) == 0 and run_at(m2, 0) == 0 and run_at(validator, 4) == 0
+    real, calls = world.stores["m1"].put_if_absent, []
+
+    def flaky(key: str, data: bytes) -> bool:
+        if "/gradient/" in key and not calls:
+            calls.append(key)
+            raise StorageError("unavailable", endpoint="memory", bucket="m1")
+        return real(key, data)
+
+    monkeypatch.setattr(world.stores["m1"], "put_if_absent", flaky)
+    assert run_at(m1, 6) == 1 and m1.sealed["grads"].pending  # the reveal step ran and failed
+    run_at(m1, 7)  # the next tick tries again
+    assert "grads" not in m1.sealed
+    assert run_at(m2, 6) == 1 and run_at(validator, 7) == 1
+    assert verdicts(validator)[m1.rt.hotkey] == "scored"

@@ -32,11 +32,11 @@ def _uploads_and_scores(world, monkeypatch: pytest.MonkeyPatch) -> ModelHolder:
     miners = [Miner(world.runtimes[name]) for name in ("m1", "m2")]
     validator = Validator(world.runtimes["v1"])
     # Commit-reveal: the miners commit (tick 0), the validator reads the commits at the deadline
-    # (tick 4) and waits for the reveals, which go out after it (tick 5); then it scores.
+    # (tick 4) and waits for the reveals, which go out after a guard tick (tick 6); then it scores.
     assert all(run_at(miner, 0) == 0 for miner in miners)
     assert run_at(validator, 4) == 0
-    assert all(run_at(miner, 5) == 1 for miner in miners)
-    assert run_at(validator, 5) == 1
+    assert all(run_at(miner, 6) == 1 for miner in miners)
+    assert run_at(validator, 6) == 1
     return holder
 
 
@@ -52,7 +52,7 @@ def test_the_default_broadcast_is_sparse_for_the_sparse_codec(world_with, monkey
     holder = _uploads_and_scores(world, monkeypatch)
     assert holder.broadcast is not None
     assert holder.broadcast.codec.topk == 4 * world.runtimes["holder"].cfg.protocol.compression.topk
-    assert run_at(holder, 6) == 1
+    assert run_at(holder, 8) == 1
     manifest = holder.publisher.latest
     assert manifest.version == 1 and manifest.delta_key and manifest.patch_key is None
 
@@ -60,7 +60,7 @@ def test_the_default_broadcast_is_sparse_for_the_sparse_codec(world_with, monkey
 def test_patch_broadcast_publishes_the_lossless_patch(world_with, monkeypatch) -> None:
     holder = _uploads_and_scores(world_with(None, broadcast="patch"), monkeypatch)
     assert holder.broadcast is None
-    assert run_at(holder, 6) == 1
+    assert run_at(holder, 8) == 1
     manifest = holder.publisher.latest
     assert manifest.version == 1 and manifest.patch_key and manifest.delta_key is None
 
@@ -68,7 +68,7 @@ def test_patch_broadcast_publishes_the_lossless_patch(world_with, monkeypatch) -
 def test_a_merged_window_goes_out_as_a_delta_a_miner_rebuilds(world, monkeypatch) -> None:
     holder = _uploads_and_scores(world, monkeypatch)
     assert holder.broadcast is not None  # sparseloco-rice with --protocol.broadcast sparse
-    assert run_at(holder, 6) == 1
+    assert run_at(holder, 8) == 1
     manifest = holder.publisher.latest
     assert manifest.version == 1 and manifest.delta_key and manifest.patch_key is None
     assert world.stores["holder"].head(manifest.delta_key)
@@ -88,7 +88,7 @@ def test_the_broadcast_budget_sets_the_deltas_top_k_and_miners_follow_it(
     holder = _uploads_and_scores(world, monkeypatch)
     upload_topk = world.runtimes["holder"].cfg.protocol.compression.topk
     assert holder.broadcast.codec.topk == 4 * upload_topk
-    assert run_at(holder, 6) == 1
+    assert run_at(holder, 8) == 1
     manifest = holder.publisher.latest
     assert manifest.delta_key and manifest.delta_codec.topk == 4 * upload_topk
     miner = Miner(world.runtimes["m1"])
@@ -106,7 +106,7 @@ def test_a_crash_before_publishing_sends_the_same_delta_after_restart(world, mon
 
     monkeypatch.setattr(VersionPublisher, "publish", crash)
     with pytest.raises(KeyboardInterrupt):
-        run_at(holder, 6)
+        run_at(holder, 8)
     merged = state_digest(snapshot(holder.model)).hex()
     assert holder.unpublished == 0 and holder.pending_delta is not None
     monkeypatch.setattr(VersionPublisher, "publish", real)

@@ -60,10 +60,10 @@ def test_one_window_flows_through_every_role(world, monkeypatch):
         assert store.head(commit) and upload.key not in {
             i.key for i in store.list()
         }  # no payload yet
-        assert run_at(miner, 5) == 1  # the reveal
+        assert run_at(miner, 6) == 1  # the reveal, after a guard tick
         assert store.head(upload.key)
 
-    assert run_at(validator, 5) == 1
+    assert run_at(validator, 6) == 1
     scored = records(validator.rt, "scores")[-1]
     assert {hk: v[0] for hk, v in scored["verdicts"].items()} == {
         world.hotkey("m1"): "scored", world.hotkey("m2"): "scored"}  # fmt: skip
@@ -83,7 +83,7 @@ def test_one_window_flows_through_every_role(world, monkeypatch):
     assert world.stores["v1"].head(report)
     assert world.runtimes["v1"].weights.offers[-1] == validator.moving
 
-    assert run_at(holder, 6) == 1
+    assert run_at(holder, 8) == 1
     version = records(holder.rt, "version")[-1]
     assert version["version"] == 1 and version["window"] == 0
     # Merged: exactly the uploads the report paid (a score of 0 proves no work, never merged).
@@ -111,9 +111,9 @@ def test_steps_return_typed_results(world, monkeypatch):
     validator = Validator(world.runtimes["v1"])
     validator.try_setup()
     validator.observe(4, 0, 4)  # the commit snapshot, on the deadline tick
-    assert isinstance(miner.handle(Step(reveal, 0, 5)), Sealed)
+    assert isinstance(miner.handle(Step(reveal, 0, 6)), Sealed)
     score = world.runtimes["v1"].plan.slot("validator").steps[0]
-    got = validator.handle(Step(score, 0, 5))
+    got = validator.handle(Step(score, 0, 6))
     assert isinstance(got, ScoreReport) and set(got.scores) == {world.hotkey("m1"),
                                                                world.hotkey("m2")}  # fmt: skip
     assert (
@@ -121,7 +121,7 @@ def test_steps_return_typed_results(world, monkeypatch):
         and got.verdicts[world.hotkey("m2")].reason == "missing"
     )
     merge = world.runtimes["holder"].plan.slot("holder").steps[0]
-    merged = holder.handle(Step(merge, 0, 6))
+    merged = holder.handle(Step(merge, 0, 8))
     assert isinstance(merged, MergeResult) and merged.merged
     assert list(merged.weights) == [world.hotkey("m1")]
 

@@ -157,3 +157,15 @@ def test_a_window_nobody_scored_is_not_merged_unless_there_are_no_validators() -
     assert not nobody_scored({"v1": {A: 0.0}}, {"v1"}, uploads)  # scored (even 0): merge rules
     assert not nobody_scored({}, set(), uploads)  # bootstrap: no validator, units fallback
     assert not nobody_scored({}, {"v1"}, set())  # nothing uploaded: nothing to decide
+
+
+def test_a_report_of_the_most_miners_it_allows_encodes_its_digests() -> None:
+    from subnet.scoring.report import MAX_DIGESTS_CHARS
+
+    # 4,096 scored miners: every one named with its digest, within the digests' own bound.
+    keys = [
+        Keypair.create_from_seed(i.to_bytes(32, "big")).ss58_address for i in range(MAX_ENTRIES)
+    ]
+    text = encode_digests({k: f"{i:064x}" for i, k in enumerate(keys)})
+    assert len(text) <= MAX_DIGESTS_CHARS and len(parse_digests(text)) == MAX_ENTRIES
+    assert len(encode_report(dict.fromkeys(keys, 0.5))) <= MAX_REPORT_CHARS

@@ -21,10 +21,12 @@ from subnet.neuron.registry import ROLE_CLASSES
 from subnet.topology import Template, builtin_specs, load_spec
 from subnet.topology.params import resolve, substitute
 
-# The world's window: ticks [0, 4) upload, [4, 7) score (reveals from 5, so a commit-reveal
-# lane's validators score at 6 with every reveal in), [7, 10) merge.
+# The world's window: ticks [0, 4) upload, [4, 6) score, [6, 10) merge; with a commit-reveal
+# lane, score [4, 8) (its writers reveal from 6, after the snapshot tick 4 and a guard tick,
+# and its validators score at 7 with every reveal in) and merge [8, 10).
 BLOCKS = 10
-WINDOW = WindowConfig(blocks=BLOCKS, upload_deadline=4, report_deadline=7)
+WINDOW = WindowConfig(blocks=BLOCKS, upload_deadline=4, report_deadline=6)
+REVEAL_WINDOW = WindowConfig(blocks=BLOCKS, upload_deadline=4, report_deadline=8)
 SMALL = {"workers": 2, "cohort": 2, "min_workers": 2, "inner_steps": 2, "local_steps": 2,
          "units_per_worker": 2, "target_loss": 0.0, "points": [0.001, 0.002]}  # fmt: skip
 
@@ -70,7 +72,8 @@ def run_topology(world_with, ref: str, rounds: int) -> Run:
             params[key] = rounds
     template = Template(topology=ref, params=params)
     names = roster_names(spec, resolve(spec.params, params))
-    world = world_with(names, template, window=WINDOW)
+    sealed = any(lane.commit_reveal for lane in spec.lanes.values())
+    world = world_with(names, template, window=REVEAL_WINDOW if sealed else WINDOW)
     lockstep = Lockstep(len(names), rounds * BLOCKS - 1)
     neurons = {}
     for name, slot in names.items():
