@@ -171,7 +171,10 @@ def window_score(
 
 
 def random_reference(
-    evaluations: Iterable[Evaluation], cfg: ScoringConfig, exclude: Collection[str] = ()
+    evaluations: Iterable[Evaluation],
+    cfg: ScoringConfig,
+    exclude: Collection[str] = (),
+    sender: str | None = None,
 ) -> float | None:
     """Median gain on random samples over the uploads that could be paid (``_payable``: proven
     own-data work, a gain on the assigned samples, none lost on random ones), with a positive
@@ -183,15 +186,22 @@ def random_reference(
     sending them would otherwise set the median for free (a majority of memorizers with
     negative gains would even switch the check off). Partial uploads help less by design, so
     they enter only when full uploads are fewer than half.
+
+    ``sender``: the reference *for* that upload. When no other upload could be paid, it would
+    be its own median and pass any check (a noise upload whose chance excess passed the proof,
+    in a window where no honest upload's did, was paid that way in a loaded end-to-end run);
+    the median positive gain of the other uploads that helped their own samples and are not
+    judged copies stands in then: the window's typical improvement on unseen data, proven or
+    not.
     """
-    return _payable_median(evaluations, cfg, lambda ev: _gains(ev)[1], exclude, positive=True)
+    return _reference(evaluations, cfg, lambda ev: _gains(ev)[1], exclude, sender)
 
 
 def gain_ratios(
     evaluations: Iterable[Evaluation], cfg: ScoringConfig, copies: Collection[str] = ()
 ) -> dict[str, float]:
-    """``hotkey -> gain on random samples / random_reference`` for every upload that could be paid
-    (``_payable``) and is not a judged copy (``copies``); empty without a reference.
+    """``hotkey -> gain on random samples / its random_reference`` for every upload that could be
+    paid (``_payable``) and is not a judged copy (``copies``); none without a reference.
     What each sender's track record is extended with (``record.extend_records``).
 
     A partial upload is compared with the same median as a full one (see ``window_score``).
@@ -202,21 +212,44 @@ def gain_ratios(
     this window and leaves the record as it was.
     """
     evaluations = list(evaluations)
-    reference = random_reference(evaluations, cfg, copies)
     out = {}
     for ev in evaluations:
         if ev.hotkey not in copies and _payable(ev, cfg):
+            reference = random_reference(evaluations, cfg, copies, ev.hotkey)
             if (q := gain_ratio(_gains(ev)[1], reference)) is not None:
                 out[ev.hotkey] = q
     return out
 
 
 def heldout_reference(
-    evaluations: Iterable[Evaluation], cfg: ScoringConfig, exclude: Collection[str] = ()
+    evaluations: Iterable[Evaluation],
+    cfg: ScoringConfig,
+    exclude: Collection[str] = (),
+    sender: str | None = None,
 ) -> float | None:
     """``random_reference`` for the gain on the held-out draw (uploads that measured one): a
     median at or below 0 would switch the held-out check off, so only positive gains count."""
-    return _payable_median(evaluations, cfg, Evaluation.heldout_gain, exclude, positive=True)
+    return _reference(evaluations, cfg, Evaluation.heldout_gain, exclude, sender)
+
+
+def _reference(
+    evaluations: Iterable[Evaluation],
+    cfg: ScoringConfig,
+    gain,
+    exclude: Collection[str],
+    sender: str | None,
+) -> float | None:
+    """The payable median of ``gain``; for ``sender`` without a payable other, the median
+    positive ``gain`` of the others that helped their assigned samples and are not in
+    ``exclude`` (see ``random_reference``)."""
+    evaluations = list(evaluations)
+    others = [ev for ev in evaluations if ev.hotkey != sender]
+    if sender is None or _payable_median(others, cfg, gain, exclude, positive=True) is not None:
+        return _payable_median(evaluations, cfg, gain, exclude, positive=True)
+    gains = [g for ev in others if ev.hotkey not in exclude and _finite_losses(ev)
+             and _gains(ev)[0] > cfg.min_improvement
+             and (g := gain(ev)) is not None and math.isfinite(g) and g > 0.0]  # fmt: skip
+    return _median(sorted(gains))
 
 
 def _payable(ev: Evaluation, cfg: ScoringConfig) -> bool:
@@ -247,7 +280,11 @@ def _payable_median(
         and (g := gain(ev)) is not None and math.isfinite(g) and (g > 0.0 or not positive)
     ]  # fmt: skip
     full = [g for is_full, g in kept if is_full]
-    rs = sorted(full if 2 * len(full) >= len(kept) else [g for _, g in kept])
+    return _median(sorted(full if 2 * len(full) >= len(kept) else [g for _, g in kept]))
+
+
+def _median(rs: list[float]) -> float | None:
+    """The median of sorted ``rs``, None if empty."""
     if not rs:
         return None
     mid = len(rs) // 2
@@ -262,14 +299,14 @@ def _evaluated(
 ) -> dict[str, Verdict]:
     """Verdicts of the evaluated uploads; one evaluation per hotkey."""
     evaluations = list(evaluations)
-    reference = random_reference(evaluations, cfg, copies)
-    h_reference = heldout_reference(evaluations, cfg, copies)
     out: dict[str, Verdict] = {}
     for ev in evaluations:
         if ev.hotkey in out:
             raise ValueError(f"two evaluations for hotkey {ev.hotkey!r}")
         if _finite_losses(ev):
             partial = f"partial {ev.fraction:.2f}" if ev.fraction < 1.0 else ""
+            reference = random_reference(evaluations, cfg, copies, ev.hotkey)
+            h_reference = heldout_reference(evaluations, cfg, copies, ev.hotkey)
             score = window_score(ev, cfg, reference, h_reference, records.get(ev.hotkey, ()))
             out[ev.hotkey] = Verdict(ev.hotkey, score, "scored", partial)
         else:

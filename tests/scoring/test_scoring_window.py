@@ -207,3 +207,20 @@ def test_measures_are_what_the_score_was_computed_from() -> None:
                  "se": 0.001, "fraction": 1.0, "scale": 1.0}  # fmt: skip
     bad = Evaluation("m", 2.0, math.nan, 2.0, 1.9, Specificity(math.nan, math.nan)).measures()
     assert bad["assigned"] is None and bad["random"] is None and bad["specific"] is None
+
+
+def test_a_lone_proven_upload_is_held_to_the_others_gains_not_to_its_own() -> None:
+    # Seen in a loaded end-to-end run: no honest upload proved its work in a window (their
+    # excess under 2 SE), and a noise upload's chance excess did. As its own median it passed
+    # the harm check and took 0.47 of one validator's weights. Now it is held to the others'.
+    honest = [ev(1.96, 1.96, f"h{i}", specific=(0.0005, 0.0004)) for i in range(3)]  # r 0.02
+    noise = ev(1.999, 1.9992, "noise", specific=(0.0013, 0.0005))  # proven by chance; r 0.0004
+    verdicts = score_window([*honest, noise], (), (), (), {}, {}, CFG)
+    assert random_reference([*honest, noise], CFG, sender="noise") == pytest.approx(0.02)
+    assert verdicts["noise"].score == 0.0
+    # A lone proven honest upload among weaker ones keeps its pay.
+    strong = ev(1.90, 1.90, "strong", specific=(0.03, 0.005))  # r 0.05
+    assert score_window([*honest, strong], (), (), (), {}, {}, CFG)["strong"].score > 0.0
+    # Others that did not even help their own samples set nothing: the check is off.
+    idle = [ev(2.0, 1.99, f"i{i}", specific=(0.0, 0.001)) for i in range(3)]
+    assert random_reference([*idle, noise], CFG, sender="noise") is None
