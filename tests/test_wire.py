@@ -19,6 +19,7 @@ from subnet.wire import (
     publish_envelope,
     spec_of,
     verify_envelope,
+    verify_seal,
 )
 
 MINER = Keypair.create_from_seed(bytes(range(32)))
@@ -118,3 +119,27 @@ def test_publish_and_fetch_through_s3(moto_server) -> None:
     with pytest.raises(Rejected) as caught:
         fetch_envelope(store, _expected(window=6), _spec(), max_bytes=1 << 20)
     assert caught.value.reason is Reason.WRONG_WINDOW
+
+
+def test_a_seal_proves_its_header_without_the_payload() -> None:
+    blob = encode_envelope(signer=MINER, run=RUN, kind=ObjectKind.GRADIENT, window=5,
+                           tensors=_tensors(), base_version=3)  # fmt: skip
+    envelope = verify_envelope(blob, _expected(), _spec(), max_bytes=len(blob))
+    seal = envelope.seal
+    assert blob.startswith(seal) and len(seal) == len(blob) - envelope.header.payload_bytes
+    assert verify_seal(seal, _expected()) == envelope.header
+    other = Keypair.create_from_seed(bytes(range(1, 33)))
+    small = encode_envelope(signer=MINER, run=RUN, kind=ObjectKind.GRADIENT, window=5,
+                            tensors={}, base_version=3)  # fmt: skip
+    cases = {
+        Reason.BAD_SIGNATURE: (seal.replace(b'"window":5', b'"window":6'),
+                               Expected(RUN, 6, ObjectKind.GRADIENT, MINER.ss58_address)),
+        Reason.WRONG_WINDOW: (seal, _expected(window=6)),
+        Reason.WRONG_SENDER: (seal, Expected(RUN, 5, ObjectKind.GRADIENT, other.ss58_address)),
+        Reason.MALFORMED_ENVELOPE: (small, _expected()),  # a whole envelope is not a seal
+        Reason.TOO_LARGE: (seal + bytes(8192), _expected()),
+    }  # fmt: skip
+    for reason, (candidate, expected) in cases.items():
+        with pytest.raises(Rejected) as caught:
+            verify_seal(candidate, expected)
+        assert caught.value.reason == reason, reason

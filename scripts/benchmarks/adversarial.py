@@ -34,8 +34,9 @@ ALL_ATTACKS = ("copier", "noisy_copier", "stale_replayer", "lazy_trainer", "subt
                "envelope_replayer")  # fmt: skip
 COPIES = ("copier", "noisy_copier", "stale_replayer", "envelope_replayer")  # they need victims
 # They train honestly: their target is an honest miner's pay, no more.
-HONEST_WORK = ("inflater", "switcher")
-# Their scored upload is not what they leave for the holder: it must not be merged at all.
+HONEST_WORK = ("inflater",)
+# Their scored upload is not what they leave for the holder: it must not be merged at all (and
+# the two payloads they signed get them banned: ``subnet/neuron/equivocation.py``).
 SWITCHED = ("switcher",)
 
 
@@ -170,10 +171,13 @@ def _collect(root: Path, graph, names: dict[str, list[str]]) -> dict:
             "merge_weight_share_reported": _merge_share(reported, hotkeys),
         }  # fmt: skip
 
+    # Validators that banned a hotkey for signing two payloads for one window.
+    bans = [{r["hotkey"] for r in read_records(path, "equivocation")} for path in validators]
     groups = {}
     for group, hotkeys in names.items():
         groups[group] = {**shares(hotkeys), "verdicts": dict(Counter(
-            r["verdicts"][h][0] for r in scores for h in hotkeys if h in r["verdicts"]))}  # fmt: skip
+            r["verdicts"][h][0] for r in scores for h in hotkeys if h in r["verdicts"])),
+            "banned_by": sum(1 for banned in bans if banned & set(hotkeys))}  # fmt: skip
     groups["honest"]["overlap"] = _honest_overlap(validators, set(names["honest"]))
     # The best single honest miner, measure by measure: what an attacker that does the honest
     # work (an inflater) may earn, and no more.
@@ -243,9 +247,9 @@ def run(args: argparse.Namespace) -> dict:
 
 def targets(record: dict) -> dict:
     """Each attacker kind <= 1 % everywhere (an attacker that does the honest work, the
-    inflater and the switcher: no more than the best honest miner, measure by measure, and the
-    switcher's switched bytes merged at <= 1 %); the honest miners (with the honest-work
-    attackers) keep >= 95 %; loss within 2 % of clean.
+    inflater: no more than the best honest miner, measure by measure; the switcher's switched
+    bytes are also never merged, and nobody honest is banned); the honest miners (with the
+    inflater) keep >= 95 %; loss within 2 % of clean.
 
     Merge shares are taken over the windows the validators reported on; windows merged without
     reports (bootstrap) are counted in ``windows_without_reports`` and ``merge_weight_share``.
@@ -260,15 +264,16 @@ def targets(record: dict) -> dict:
             g["incentive"],
             g["merge_weight_share_reported"] or 0.0,
         ]
+        if kind in SWITCHED:
+            out[f"{kind}_not_merged"] = (g["merge_weight_share_reported"] or 0.0) <= 0.01
         if kind in HONEST_WORK and "best_single" in h:
             best = h["best_single"]
             limit = [*best["validator_weight_share"], best["incentive"],
                      best["merge_weight_share_reported"]]  # fmt: skip
             out[f"{kind}_le_best_honest"] = all(a <= b for a, b in zip(got, limit, strict=True))
-            if kind in SWITCHED:
-                out[f"{kind}_not_merged"] = (g["merge_weight_share_reported"] or 0.0) <= 0.01
             continue
         out[f"{kind}_le_1pct"] = max(got) <= 0.01
+    out["no_honest_miner_banned"] = h.get("banned_by", 0) == 0
     # The honest work keeps 95 %: the honest miners, and what an honest-work attacker may earn.
     work = [h, *(groups[k] for k in record["attacks"] if k in HONEST_WORK)]
     kept = [sum(g["validator_weight_share"][i] for g in work)

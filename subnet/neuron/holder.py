@@ -27,7 +27,13 @@ from ..compression import build_compressor
 from ..config import ConfigError
 from ..data import MANIFEST_KEY, TokenDataset
 from ..model import build_model, evaluate_loss
-from ..scoring.report import bind_scores, nobody_scored, parse_digests, parse_report
+from ..scoring.report import (
+    bind_scores,
+    contradicted,
+    nobody_scored,
+    parse_digests,
+    parse_report,
+)
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.counting import ddp_ring_bytes
 from ..storage.keys import ObjectKind
@@ -35,6 +41,7 @@ from ..training import build_outer_optimizer, load_parameters, snapshot
 from ..training.streaming import merge_payloads
 from ..versions import VersionPublisher
 from ..versions.delta import Resparsifier, SparseDelta, uses_sparse_broadcast
+from ..versions.manifest import MAX_EQUIVOCATIONS, MAX_SEAL_BYTES
 from ..wire import Expected, Rejected, fetch_envelope
 from .actions.consensus import consensus
 from .actions.grants import admit, grant_data
@@ -126,6 +133,9 @@ class ModelHolder(BaseNeuron):
         self.version: int | None = None  # the last version published
         self.unpublished: int | None = None  # a window merged into the model, not yet published
         self.pending_delta: tuple[int, SparseDelta] | None = None  # (window, its sparse step)
+        # Senders caught serving other bytes than a validator scored -> hex seal of the bytes
+        # read here: named in the next version published (``equivocation.py``)
+        self.caught: dict[str, str] = {}
 
     def setup(self) -> None:
         """Publish the dataset to our bucket; build the model, outer optimizer and publisher."""
@@ -229,6 +239,17 @@ class ModelHolder(BaseNeuron):
         fetched = {hk: u.sha256 for hk, u in got.accepted.items()}
         reports = {v: scores if digests is None else bind_scores(scores, digests, fetched)
                    for v, (scores, digests) in signed.items()}  # fmt: skip
+        # Named in the next version with the seal read here, so validators holding the seal of
+        # what they scored can prove it signed two payloads (``equivocation.py``).
+        caught = contradicted((d for _, d in signed.values() if d is not None), fetched)
+        for hk in sorted(caught):
+            seal = got.accepted[hk].seal
+            if 0 < len(seal) <= MAX_SEAL_BYTES and len(self.caught) < MAX_EQUIVOCATIONS:
+                self.caught.setdefault(hk, seal.hex())
+        if caught:
+            logger.warning("window {}: {} sender(s) served this holder other bytes than a validator "
+                           "scored: {}", window, len(caught),
+                           ", ".join(hk[:8] for hk in sorted(caught)))  # fmt: skip
         # Units when nobody scored: the samples each receipt proves trained (the whole
         # assignment, or the prefix a partial upload names), never a number the miner claims.
         units = {hk: got.accepted[hk].samples or samples_per_window(self.rt) for hk in got.accepted}
@@ -320,13 +341,16 @@ class ModelHolder(BaseNeuron):
             return
         pending = self.pending_delta
         delta = pending[1] if pending is not None and pending[0] == self.unpublished else None
-        manifest = self.publisher.publish(snapshot(self.model), self.unpublished, delta)
+        manifest = self.publisher.publish(snapshot(self.model), self.unpublished, delta,
+                                          self.caught)  # fmt: skip
         self.version, window, self.unpublished = manifest.version, self.unpublished, None
+        self.caught = {hk: s for hk, s in self.caught.items() if hk not in manifest.equivocations}
         self.pending_delta = None
         fields = result.fields() if result is not None else {}
         contributors = fields.pop("weights", {})
         self._log_version(window, manifest.version, contributors=contributors,
-                          digest=manifest.digest, **fields)  # fmt: skip
+                          digest=manifest.digest, equivocated=sorted(manifest.equivocations),
+                          **fields)  # fmt: skip
 
     def _log_version(self, window: int, version: int, **fields: Any) -> None:
         loss = evaluate_loss(self.model, self.data.heldout_batches(8, max_batches=4))

@@ -42,6 +42,7 @@ class Received:
     assigned: int = 0  # samples assigned (H steps' worth)
     steps: int = 0  # inner steps the samples amount to
     sha256: str = ""  # the signed payload digest: what a score report says it scored
+    seal: bytes = field(default=b"", repr=False)  # the sender's signed header (``verify_seal``)
 
     def decode(self) -> dict[str, torch.Tensor]:
         """The decoded update, decoded afresh on every call: use it and let it go."""
@@ -154,7 +155,7 @@ def _accept(
     steps = samples // per_step if samples < len(ids) else inner.steps
     return Received(hotkey, envelope.tensors, meta, int(envelope.header.payload_bytes),
                     int(tokens), compressor, shapes, samples, len(ids), steps,
-                    envelope.header.payload_sha256)  # fmt: skip
+                    envelope.header.payload_sha256, envelope.seal)  # fmt: skip
 
 
 def trained_prefix(meta: Mapping[str, str], ids: list[int], per_step: int, least_steps: int) -> int:

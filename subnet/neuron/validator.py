@@ -43,6 +43,7 @@ from ..storage.keys import ObjectKind, object_key
 from ..wire import publish_envelope
 from .base import BaseNeuron
 from .commits import CommitSnapshot
+from .equivocation import Equivocations
 from .replica import Replica
 from .rules import DATA_RULES, lane_data_rule
 from .state import prefixed, unprefixed
@@ -85,6 +86,8 @@ class Validator(BaseNeuron):
         # time and which payload each may reveal (``commits.py``); upload order decides nothing.
         self.commit_reveal = rt.lane(self.grads).commit_reveal
         self.snapshot = CommitSnapshot()
+        # Senders the holder's seals prove signed two payloads for a window: banned
+        self.equivocations = Equivocations(rt.cfg.protocol.run, self.grads)
 
     def setup(self) -> None:
         """The dataset (NotReady until the holder published it) and the model replica."""
@@ -143,8 +146,14 @@ class Validator(BaseNeuron):
         return DATA_RULES[lane_data_rule(self.rt.plan, self.grads)](self.rt, self.data, window)
 
     def sync(self, window: int) -> None:
-        """Move to the holder's latest model version."""
+        """Move to the holder's latest model version, and ban the senders its manifest proves
+        signed two payloads for its window (``equivocation.py``)."""
         self.replica.sync()
+        for hotkey, equivocated in self.equivocations.convict(self.replica.manifest):
+            self.moving.pop(hotkey, None)
+            self.records.pop(hotkey, None)
+            self.rt.metrics.log("equivocation", window=equivocated, hotkey=hotkey,
+                                version=self.replica.version)  # fmt: skip
 
     def step(self, window: int) -> ScoreReport:
         """Fetch, verify and score every upload of ``window``; update the moving scores."""
@@ -154,6 +163,10 @@ class Validator(BaseNeuron):
         if collected is None:
             return ScoreReport(window, self.replica.version, {})
         got, commits, unreadable = collected
+        self.equivocations.forget(miners)
+        for hotkey in self.equivocations.banned.keys() & got.accepted.keys():
+            del got.accepted[hotkey]
+            got.rejected[hotkey] = "equivocated"
         after = self._after_deadline(window, got.accepted)
         evaluations, copies = self._assess(
             window, {hk: u for hk, u in got.accepted.items() if hk not in after}
@@ -182,6 +195,7 @@ class Validator(BaseNeuron):
         self.unreachable = {k for k in self.unreachable if k[0] > window}
         self.deadline_looked = {w for w in self.deadline_looked if w > window}
         digests = {hk: got.accepted[hk].sha256 for hk in scores if hk in got.accepted}
+        self.equivocations.record(window, digests)
         return ScoreReport(window, self.replica.version, scores, verdicts, digests)
 
     def _collect(
@@ -324,7 +338,8 @@ class Validator(BaseNeuron):
     def state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         """Model at its version, moving scores, track records, when weights were last set."""
         meta = {"version": self.replica.version, "moving": self.moving, "records": self.records,
-                "last_weights_block": self.last_weights_block}  # fmt: skip
+                "last_weights_block": self.last_weights_block,
+                "equivocations": self.equivocations.state()}  # fmt: skip
         return meta, prefixed(self.replica.state or {}, "model")
 
     def restore(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
@@ -332,6 +347,7 @@ class Validator(BaseNeuron):
         self.moving = {k: float(v) for k, v in meta.get("moving", {}).items()}
         self.records = {k: [float(x) for x in v] for k, v in meta.get("records", {}).items()}
         self.last_weights_block = int(meta.get("last_weights_block", 0))
+        self.equivocations.restore(meta.get("equivocations", {}))
         self.replica.restore(meta.get("version"), unprefixed(tensors, "model"))
 
 

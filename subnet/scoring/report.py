@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Set
+from collections.abc import Iterable, Mapping, Set
 
 from bittensor.sp_core import ss58_decode
 
@@ -99,6 +99,18 @@ def bind_scores(
         hotkey: score if hotkey not in fetched or digests.get(hotkey) == fetched[hotkey] else 0.0
         for hotkey, score in scores.items()
     }
+
+
+def contradicted(reports: Iterable[Mapping[str, str]], fetched: Mapping[str, str]) -> set[str]:
+    """Miners whose payload the reader holds differs from one a report names as scored.
+
+    Senders sign one payload a window (and write it once), so each of these either rewrote its
+    upload after the scoring or served this reader other bytes: the reader's seal of it, with
+    the validator's, proves it signed two (``subnet.neuron.equivocation``). A report's own
+    claim proves nothing: a validator naming a digest nobody signed convicts nobody.
+    """
+    return {hotkey for digests in reports for hotkey, digest in digests.items()
+            if hotkey in fetched and digest != fetched[hotkey]}  # fmt: skip
 
 
 def _entries(text: object, max_chars: int = MAX_REPORT_CHARS) -> list[tuple[str, object]]:

@@ -30,7 +30,7 @@ from subnet.storage.keys import ObjectKind, latest_key, object_key
 from subnet.wire import Expected, TensorSpec
 
 POINTER_WINDOW = 0  # header window of the latest-manifest pointer; its version is base_version
-MANIFEST_MAX_BYTES = 64 * 1024  # a manifest is a few hundred bytes of signed JSON
+MANIFEST_MAX_BYTES = 256 * 1024  # a few hundred bytes of signed JSON, and up to 32 seals
 DIGEST_BYTES = 32  # sha256
 
 PATCH_SPEC: dict[str, TensorSpec] = {

@@ -7,6 +7,8 @@ the two keys it is written under.
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from subnet.compression import CompressionConfig
@@ -19,6 +21,9 @@ from subnet.wire import Envelope, Signer, encode_envelope
 
 _METADATA_KEY = "manifest"
 _MAX_SLOT = 10**12 - 1  # the key layout's 12-digit window slot
+MAX_EQUIVOCATIONS = 32  # per version; more senders caught at once are named by the next ones
+MAX_SEAL_BYTES = 1024  # a real seal is about 520 bytes (its header has bounded fields)
+_SEAL = re.compile(rf"^(?:[0-9a-f]{{2}}){{1,{MAX_SEAL_BYTES}}}$")
 
 
 class ModelManifest(BaseModel):
@@ -28,6 +33,11 @@ class ModelManifest(BaseModel):
     version <= `version` with a full checkpoint. Every version but 0 names how to get it from the
     version before: a lossless `patch_key`, or a sparse `delta_key` with the `delta_codec` that
     decodes it (`subnet.versions.delta`); version 0 names neither.
+
+    `equivocations` names the senders the holder caught signing two payloads for a window since
+    its last version: hotkey -> the hex seal (`subnet.wire.verify_seal`) of the payload it read,
+    which names its window; a validator holding the sender's seal of another payload checks it
+    for itself (`subnet.neuron.equivocation`). Omitted from the JSON when empty.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -40,6 +50,7 @@ class ModelManifest(BaseModel):
     patch_key: str | None
     delta_key: str | None = None
     delta_codec: CompressionConfig | None = None
+    equivocations: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _check_versions(self) -> ModelManifest:
@@ -50,6 +61,11 @@ class ModelManifest(BaseModel):
             raise ValueError("every version but 0 has one patch or delta, and version 0 none")
         if (self.delta_key is None) != (self.delta_codec is None):
             raise ValueError("a delta names its codec, and only a delta does")
+        if len(self.equivocations) > MAX_EQUIVOCATIONS:
+            raise ValueError(f"more than {MAX_EQUIVOCATIONS} equivocations")
+        for hotkey, seal in self.equivocations.items():
+            if not (40 <= len(hotkey) <= 60 and _SEAL.match(seal)):
+                raise ValueError("an equivocation is an ss58 hotkey and a hex seal")
         return self
 
 
@@ -65,8 +81,13 @@ def encode_manifest(
         window=layout.POINTER_WINDOW if pointer else manifest.version,
         tensors={},
         base_version=manifest.version,
-        metadata={_METADATA_KEY: manifest.model_dump_json()},
+        metadata={_METADATA_KEY: _json(manifest)},
     )
+
+
+def _json(manifest: ModelManifest) -> str:
+    """The manifest's JSON, without ``equivocations`` when there are none."""
+    return manifest.model_dump_json(exclude=None if manifest.equivocations else {"equivocations"})
 
 
 def read_pointer(

@@ -87,7 +87,11 @@ class VersionPublisher:
         return snapshot(self._head.state) if self._head else None
 
     def publish(
-        self, state: Mapping[str, Tensor], window: int, delta: SparseDelta | None = None
+        self,
+        state: Mapping[str, Tensor],
+        window: int,
+        delta: SparseDelta | None = None,
+        equivocations: Mapping[str, str] | None = None,
     ) -> ModelManifest:
         """Publish `state` as the next version, produced by the merge of `window`.
 
@@ -95,7 +99,8 @@ class VersionPublisher:
         the latest version's state for its own window again returns its manifest unchanged.
         `delta` (from `Resparsifier.reduce`) is published instead of a patch when it turns the
         latest version into `state` bit for bit; one that does not is logged and replaced by a
-        patch, so a peer never gets a delta the holder did not check.
+        patch, so a peer never gets a delta the holder did not check. `equivocations` (hotkey ->
+        hex seal) goes into the manifest as is (`ModelManifest`).
         """
         self.resume()
         state = snapshot(state)
@@ -110,7 +115,7 @@ class VersionPublisher:
                 raise PublishError(
                     "window_not_after_latest", f"window {window}, latest is {last.window}"
                 )
-        manifest = self._write(state, digest, window, previous, delta)
+        manifest = self._write(state, digest, window, previous, delta, dict(equivocations or {}))
         self._head = _Head(manifest, state)
         logger.info(
             "published model version {} (window {}, digest {}, checkpoint {})",
@@ -128,6 +133,7 @@ class VersionPublisher:
         window: int,
         previous: _Head | None,
         delta: SparseDelta | None,
+        equivocations: dict[str, str],
     ) -> ModelManifest:
         holder = self.signer.ss58_address
         version = 0 if previous is None else previous.manifest.version + 1
@@ -148,6 +154,7 @@ class VersionPublisher:
             else None,
             delta_key=layout.delta_key(self.run, holder, version, self.lane) if delta else None,
             delta_codec=delta.codec if delta else None,
+            equivocations=equivocations,
         )
         committed = probe_manifest(self.store, self.run, holder, version, self.lane)
         if committed is not None:

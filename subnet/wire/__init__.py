@@ -5,7 +5,13 @@ order and returns an `Envelope` or raises `Rejected(reason, detail)`. `fetch_env
 `publish_envelope` combine them with an `ObjectStore` and the key layout.
 """
 
-from subnet.wire.envelope import Envelope, encode_envelope, envelope_header, verify_envelope
+from subnet.wire.envelope import (
+    Envelope,
+    encode_envelope,
+    envelope_header,
+    verify_envelope,
+    verify_seal,
+)
 from subnet.wire.fetch import fetch_envelope, publish_envelope
 from subnet.wire.header import Expected, Header, Signer
 from subnet.wire.payload import PayloadSpec, TensorSpec, spec_of
@@ -26,4 +32,5 @@ __all__ = [
     "publish_envelope",
     "spec_of",
     "verify_envelope",
+    "verify_seal",
 ]

@@ -49,6 +49,9 @@ class Envelope:
     header: Header
     tensors: dict[str, torch.Tensor] = field(repr=False)
     metadata: dict[str, str]
+    # The signed bytes (magic through header) and the signature, without the payload: proof,
+    # to anyone with the sender's address, that the sender signed this header (``verify_seal``).
+    seal: bytes = field(default=b"", repr=False)
 
 
 def encode_envelope(
@@ -109,12 +112,30 @@ def verify_envelope(
         check_table(table, spec)
     tensors = load_tensors(payload)
     check_values(tensors, spec)
-    return Envelope(header, tensors, metadata)
+    return Envelope(header, tensors, metadata, blob[: signed_end + SIGNATURE_BYTES])
+
+
+def verify_seal(seal: bytes, expected: Expected) -> Header:
+    """The header an envelope's ``seal`` proves its sender signed, checked against ``expected``;
+    raises ``Rejected`` like ``verify_envelope`` (a seal carries no payload to check).
+
+    Two seals of one sender for the same run, lane, kind and window that name different
+    payload digests prove that the sender signed two payloads where it may sign one.
+    """
+    if len(seal) > _PREFIX.size + MAX_HEADER_BYTES + SIGNATURE_BYTES:
+        raise Rejected(Reason.TOO_LARGE, f"a seal of {len(seal)} bytes")
+    header, signed_end = _read_header(seal)
+    if len(seal) != signed_end + SIGNATURE_BYTES:
+        raise Rejected(Reason.MALFORMED_ENVELOPE, "a seal is the signed header and signature only")
+    _check_signature(seal, signed_end, header, expected.sender)
+    check_header(header, expected)
+    return header
 
 
 def envelope_header(blob: bytes) -> Header:
-    """The header of an envelope this process just encoded (parsed, not verified: never use it
-    on a peer's blob, which ``verify_envelope`` is for)."""
+    """The header of an envelope (or a seal) as written, parsed but not verified: for one this
+    process just encoded, or to learn what to verify a peer's seal against (never to trust it:
+    ``verify_envelope`` and ``verify_seal`` are for that). Raises ``Rejected`` if malformed."""
     return _read_header(blob)[0]
 
 

@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from benchmarks import adversarial  # noqa: E402
 
 ATTACKS = ["copier", "stale_replayer", "lazy_trainer"]
-SWITCHER = "switcher"  # does the honest work, so it is paid as that; its switch is not merged
+SWITCHER = "switcher"  # paid for its honest reveal until its switch gets it banned
 pytestmark = pytest.mark.slow
 
 
@@ -54,9 +54,8 @@ def test_honest_miners_are_never_flagged_and_keep_the_weight(record):
     h = record["groups"]["honest"]
     assert h["verdicts"].get("scored", 0) > 0, h["verdicts"]
     assert "copied" not in h["verdicts"] and "rejected" not in h["verdicts"], h["verdicts"]
-    switcher = record["groups"][SWITCHER]["validator_weight_share"]
-    kept = [a + b for a, b in zip(h["validator_weight_share"], switcher, strict=True)]
-    assert min(kept) >= 0.94, (h, switcher)
+    assert h["banned_by"] == 0, h
+    assert min(h["validator_weight_share"]) >= 0.94, h
     assert h["overlap"]["same_window_max"] < 0.9, h["overlap"]
 
 
@@ -70,9 +69,13 @@ def test_a_copy_is_refused_by_the_commits_and_a_replay_by_the_evidence(record):
     assert replayer.get("copied", 0) >= 1, replayer
 
 
-def test_bytes_switched_after_the_scoring_are_never_merged(record):
+def test_bytes_switched_after_the_scoring_are_never_merged_and_get_the_switcher_banned(record):
     # Validators scored its honest reveal; the holder read other bytes (-5 x the update) and
-    # merged none of them: each score counts only for the payload it was given for.
+    # merged none of them: each score counts only for the payload it was given for. The
+    # holder's next version names it with the seal of those bytes, and every validator, holding
+    # its seal of the bytes it scored, bans it: two signed payloads for one window.
     g = record["groups"][SWITCHER]
     assert g["verdicts"].get("scored", 0) >= 1, g
     assert (g["merge_weight_share_reported"] or 0.0) == 0.0, g
+    assert g["banned_by"] >= 1, g
+    assert max(g["validator_weight_share"]) <= 0.02, g

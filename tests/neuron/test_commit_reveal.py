@@ -171,6 +171,60 @@ def test_bytes_switched_after_the_scoring_are_not_merged(roles) -> None:
                if r["event"] == "uploads"][-1]  # fmt: skip
     assert uploads["verdicts"][m1.rt.hotkey] == "accepted"  # a valid upload, of other bytes
     assert m1.rt.hotkey not in uploads["merged"]  # its score was for the bytes scored
+    # The holder names m1, with the seal it read, in its next version (nothing else was
+    # merged this window; publish as after a merge); the validator holds m1's seal of the bytes
+    # it scored: two signed payloads for one window, so m1 is banned.
+    assert set(holder.caught) == {m1.rt.hotkey}
+    holder.unpublished = 0
+    holder._publish_pending(None)
+    assert set(holder.publisher.latest.equivocations) == {m1.rt.hotkey} and not holder.caught
+    assert validator.moving[m1.rt.hotkey] > 0
+    assert run_at(m1, 10) == 0 and run_at(m2, 10) == 0
+    assert run_at(validator, 14) == 0
+    assert run_at(m1, 16) == 1 and run_at(m2, 16) == 1
+    assert run_at(validator, 16) == 1  # syncs to the version naming m1, then scores window 1
+    assert validator.equivocations.banned == {m1.rt.hotkey: 0}
+    assert verdicts(validator) == {m1.rt.hotkey: "rejected", m2.rt.hotkey: "scored"}
+    lines = validator.rt.metrics.path.read_text().splitlines()
+    report = [r for r in map(json.loads, lines) if r["event"] == "scores"][-1]
+    assert report["details"][m1.rt.hotkey] == "equivocated"
+    assert validator.moving[m1.rt.hotkey] == 0.0  # its moving score went with the ban
+    events = [json.loads(x) for x in validator.rt.metrics.path.read_text().splitlines()]
+    assert [(e["hotkey"], e["window"]) for e in events if e["event"] == "equivocation"] == [
+        (m1.rt.hotkey, 0)
+    ]
+
+
+def test_an_honest_sender_named_by_the_holder_is_not_banned(roles) -> None:
+    """A holder (or a validator's report) naming an honest miner proves nothing: the seal it
+    publishes is of the very bytes this validator scored, or one the miner never signed."""
+    holder, m1, m2, validator = roles
+    assert run_at(m1, 0) == 0 and run_at(m2, 0) == 0
+    assert run_at(validator, 4) == 0
+    assert run_at(m1, 6) == 1 and run_at(m2, 6) == 1
+    assert run_at(validator, 6) == 1
+    run = m1.rt.cfg.protocol.run
+
+    def seal(miner) -> bytes:
+        expected = Expected(run, 0, ObjectKind.GRADIENT, miner.rt.hotkey, lane="grads")
+        blob = miner.rt.store.get(_key(miner.rt, ObjectKind.GRADIENT, miner.rt.hotkey), 10**8)
+        return verify_envelope(blob, expected, None, max_bytes=10**8).seal
+
+    # m1: the seal of the bytes this validator scored; m2: its seal with another digest put in
+    # (m2 never signed that header).
+    digest = envelope_header(seal(m2)).payload_sha256
+    forged = seal(m2).replace(digest.encode(), ("0" * 64).encode())
+    latest = holder.publisher.latest
+    manifest = latest.model_copy(update={"equivocations": {
+        m1.rt.hotkey: seal(m1).hex(), m2.rt.hotkey: forged.hex()}})  # fmt: skip
+    assert validator.equivocations.convict(manifest) == []
+    assert validator.equivocations.banned == {}
+    # m2's own signature on another payload for window 0 does convict it: the check is real.
+    resigned = encode_envelope(signer=m2.rt.signer, run=run, kind=ObjectKind.GRADIENT, window=0,
+                               tensors={}, base_version=0, lane="grads")  # fmt: skip
+    resealed = resigned[: len(resigned) - envelope_header(resigned).payload_bytes]
+    manifest = latest.model_copy(update={"equivocations": {m2.rt.hotkey: resealed.hex()}})
+    assert validator.equivocations.convict(manifest) == [(m2.rt.hotkey, 0)]
 
 
 def test_a_malformed_commit_is_rejected_with_its_reason(roles) -> None:

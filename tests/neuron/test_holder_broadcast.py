@@ -101,7 +101,7 @@ def test_a_crash_before_publishing_sends_the_same_delta_after_restart(world, mon
     holder = _uploads_and_scores(world, monkeypatch)
     real = VersionPublisher.publish
 
-    def crash(self, state, window, delta=None):
+    def crash(self, state, window, delta=None, equivocations=None):
         raise KeyboardInterrupt("the holder dies after its merge was saved")
 
     monkeypatch.setattr(VersionPublisher, "publish", crash)

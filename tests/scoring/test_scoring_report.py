@@ -14,6 +14,7 @@ from subnet.scoring.report import (
     REPORT_REASONS,
     ReportError,
     bind_scores,
+    contradicted,
     encode_digests,
     encode_report,
     parse_digests,
@@ -95,6 +96,14 @@ def test_digests_round_trip_and_bind_each_score_to_the_bytes_it_was_given_for() 
     assert bound == {A: 0.5, B: 0.0}
     assert bind_scores(scores, {}, {A: "ab" * 32}) == {A: 0.0, B: 0.25}  # no digest, no score
     assert bind_scores(scores, digests, {}) == scores  # nothing held: nothing to bind
+
+
+def test_contradicted_names_who_served_other_bytes_than_a_report_names() -> None:
+    held = {A: "ab" * 32, B: "ef" * 32}
+    assert contradicted([{A: "ab" * 32, B: "cd" * 32}], held) == {B}
+    assert contradicted([{A: "ab" * 32}, {A: "00" * 32}], held) == {A}  # any one report
+    assert contradicted([{A: "ab" * 32, B: "ef" * 32}], held) == set()
+    assert contradicted([{B: "cd" * 32}], {A: "ab" * 32}) == set()  # B: nothing held here
 
 
 def test_every_reason_has_a_case() -> None:

@@ -106,3 +106,20 @@ def test_pointer_is_not_readable_as_a_versioned_manifest(holder: Keypair) -> Non
     with pytest.raises(SyncError) as caught:
         read_manifest(store, RUN, who, 4)
     assert caught.value.reason == "rejected:wrong_window"
+
+
+def test_equivocations_travel_signed_and_bounded(holder: Keypair) -> None:
+    who = holder.ss58_address
+    miner = Keypair.create_from_uri("//Miner").ss58_address
+    plain = _manifest(who)
+    assert "equivocations" not in encode_manifest(holder, RUN, plain, pointer=False).decode(
+        errors="replace"
+    )  # omitted when empty: a manifest without any reads as before
+    named = ModelManifest(**{**plain.model_dump(), "equivocations": {miner: "ab" * 300}})
+    store = MemoryStore()
+    store.put(layout.manifest_key(RUN, who, 4), encode_manifest(holder, RUN, named, pointer=False))
+    assert read_manifest(store, RUN, who, 4).equivocations == {miner: "ab" * 300}
+    for bad in ({miner: "xyz"}, {miner: "ab" * 2000}, {"short": "ab"},
+                {f"{miner[:-2]}{i:02d}": "ab" for i in range(33)}):  # fmt: skip
+        with pytest.raises(ValidationError):
+            ModelManifest(**{**plain.model_dump(), "equivocations": bad})
