@@ -41,10 +41,9 @@ class Equivocations:
         self.banned: dict[str, int] = {}  # hotkey -> the window it equivocated in
 
     def record(self, window: int, digests: Mapping[str, str]) -> None:
-        """Keep the payload digests scored in ``window`` (the last ``KEEP_WINDOWS`` windows)."""
+        """Keep the payload digests scored in ``window`` (and in the ``KEEP_WINDOWS`` - 1 before)."""
+        self.scored = {w: d for w, d in self.scored.items() if window - KEEP_WINDOWS < w < window}
         self.scored[window] = dict(digests)
-        for old in sorted(self.scored)[:-KEEP_WINDOWS]:
-            del self.scored[old]
 
     def convict(self, manifest: ModelManifest | None) -> list[tuple[str, int]]:
         """``(hotkey, window)`` of the senders the manifest's seals prove signed a payload other

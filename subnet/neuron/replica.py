@@ -10,6 +10,7 @@ import torch
 from loguru import logger
 
 from ..model import build_model
+from ..storage.base import StorageError
 from ..training import load_parameters, snapshot
 from ..versions import ModelManifest, ModelSync, SyncError
 from .runtime import Runtime
@@ -77,6 +78,20 @@ class Replica:
                 self.rt.metrics.log("sync_fallback", version=self.version, reason=fallback.reason,
                                     path=self.syncer.last_path)  # fmt: skip
         self.reset()
+
+    def manifests_since(self, version: int | None, most: int) -> list[ModelManifest]:
+        """The verified manifests of the versions after ``version`` up to the one held, at most
+        the last ``most`` (what a follower passed over in one sync); unreadable ones left out."""
+        if self.manifest is None:
+            return []
+        first = self.manifest.version - most + 1 if version is None else version + 1
+        out = []
+        for v in range(max(first, self.manifest.version - most + 1, 0), self.manifest.version):
+            try:
+                out.append(self.syncer.manifest(v))
+            except (SyncError, StorageError) as error:
+                logger.info("manifest of version {} unread: {}", v, error)
+        return [*out, self.manifest]
 
     def _latest(self) -> ModelManifest:
         """The holder's newest manifest, following it when it went back (it started over)."""

@@ -43,7 +43,7 @@ from ..storage.keys import ObjectKind, object_key
 from ..wire import publish_envelope
 from .base import BaseNeuron
 from .commits import CommitSnapshot
-from .equivocation import Equivocations
+from .equivocation import KEEP_WINDOWS, Equivocations
 from .replica import Replica
 from .rules import DATA_RULES, lane_data_rule
 from .state import prefixed, unprefixed
@@ -147,13 +147,15 @@ class Validator(BaseNeuron):
 
     def sync(self, window: int) -> None:
         """Move to the holder's latest model version, and ban the senders its manifest proves
-        signed two payloads for its window (``equivocation.py``)."""
+        signed two payloads for a window (``equivocation.py``), in it or a version passed over."""
+        before = self.replica.version
         self.replica.sync()
-        for hotkey, equivocated in self.equivocations.convict(self.replica.manifest):
-            self.moving.pop(hotkey, None)
-            self.records.pop(hotkey, None)
-            self.rt.metrics.log("equivocation", window=equivocated, hotkey=hotkey,
-                                version=self.replica.version)  # fmt: skip
+        for manifest in self.replica.manifests_since(before, KEEP_WINDOWS):
+            for hotkey, equivocated in self.equivocations.convict(manifest):
+                self.moving.pop(hotkey, None)
+                self.records.pop(hotkey, None)
+                self.rt.metrics.log("equivocation", window=equivocated, hotkey=hotkey,
+                                    version=manifest.version)  # fmt: skip
 
     def step(self, window: int) -> ScoreReport:
         """Fetch, verify and score every upload of ``window``; update the moving scores."""
@@ -163,7 +165,7 @@ class Validator(BaseNeuron):
         if collected is None:
             return ScoreReport(window, self.replica.version, {})
         got, commits, unreadable = collected
-        self.equivocations.forget(miners)
+        self.equivocations.forget(self.rt.roster.hotkeys())
         for hotkey in self.equivocations.banned.keys() & got.accepted.keys():
             del got.accepted[hotkey]
             got.rejected[hotkey] = "equivocated"

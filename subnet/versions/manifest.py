@@ -18,12 +18,13 @@ from subnet.versions import layout
 from subnet.versions.errors import SyncError
 from subnet.versions.objects import fetch_verified
 from subnet.wire import Envelope, Signer, encode_envelope
+from subnet.wire.envelope import SEAL_BYTES
 
 _METADATA_KEY = "manifest"
 _MAX_SLOT = 10**12 - 1  # the key layout's 12-digit window slot
 MAX_EQUIVOCATIONS = 32  # per version; more senders caught at once are named by the next ones
-MAX_SEAL_BYTES = 1024  # a real seal is about 520 bytes (its header has bounded fields)
-_SEAL = re.compile(rf"^(?:[0-9a-f]{{2}}){{1,{MAX_SEAL_BYTES}}}$")
+MAX_SEAL_BYTES = SEAL_BYTES  # every valid envelope's seal fits (about 520 bytes in practice)
+_SEAL = re.compile(rf"(?:[0-9a-f]{{2}}){{1,{MAX_SEAL_BYTES}}}")
 
 
 class ModelManifest(BaseModel):
@@ -64,7 +65,7 @@ class ModelManifest(BaseModel):
         if len(self.equivocations) > MAX_EQUIVOCATIONS:
             raise ValueError(f"more than {MAX_EQUIVOCATIONS} equivocations")
         for hotkey, seal in self.equivocations.items():
-            if not (40 <= len(hotkey) <= 60 and _SEAL.match(seal)):
+            if not (40 <= len(hotkey) <= 60 and _SEAL.fullmatch(seal)):
                 raise ValueError("an equivocation is an ss58 hotkey and a hex seal")
         return self
 

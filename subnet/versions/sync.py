@@ -207,6 +207,10 @@ class ModelSync:
             )
         return state
 
+    def manifest(self, version: int) -> ModelManifest:
+        """The verified write-once manifest of `version` (absent: `missing_version`)."""
+        return self._manifest(version)
+
     def _manifest(self, version: int) -> ModelManifest:
         """The write-once manifest of an earlier version (absent: `missing_version`), read once:
         a committed manifest never changes."""

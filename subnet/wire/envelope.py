@@ -37,9 +37,11 @@ from subnet.wire.reasons import Reason, Rejected
 MAGIC = b"BEAM"
 LAYOUT_VERSION = 1
 DOMAIN = b"beam-envelope-v1\x00"  # so an envelope signature can never pass for another message
-MAX_HEADER_BYTES = 4096
+MAX_HEADER_BYTES = 1024  # a real header is under 500 bytes (every field is bounded)
 SIGNATURE_BYTES = 64
 _PREFIX = struct.Struct(">4sBI")
+# The largest seal (``verify_seal``) of a valid envelope
+SEAL_BYTES = _PREFIX.size + MAX_HEADER_BYTES + SIGNATURE_BYTES
 
 
 @dataclass(frozen=True)
@@ -122,7 +124,7 @@ def verify_seal(seal: bytes, expected: Expected) -> Header:
     Two seals of one sender for the same run, lane, kind and window that name different
     payload digests prove that the sender signed two payloads where it may sign one.
     """
-    if len(seal) > _PREFIX.size + MAX_HEADER_BYTES + SIGNATURE_BYTES:
+    if len(seal) > SEAL_BYTES:
         raise Rejected(Reason.TOO_LARGE, f"a seal of {len(seal)} bytes")
     header, signed_end = _read_header(seal)
     if len(seal) != signed_end + SIGNATURE_BYTES:

@@ -15,10 +15,13 @@ import pytest
 import subnet.neuron.validator as validator_module
 from subnet.clock import ManualClock
 from subnet.data import random_sample_ids
+from subnet.neuron.equivocation import KEEP_WINDOWS
 from subnet.neuron.holder import ModelHolder
 from subnet.neuron.miner import Miner
+from subnet.neuron.uploads import WindowUploads
 from subnet.neuron.validator import Validator
 from subnet.storage.keys import ObjectKind, object_key
+from subnet.versions.manifest import MAX_EQUIVOCATIONS
 from subnet.wire import Expected, encode_envelope, envelope_header, verify_envelope
 from subnet.wire.commit import commit_digest
 from subnet.wire.payload import read_table
@@ -178,6 +181,10 @@ def test_bytes_switched_after_the_scoring_are_not_merged(roles) -> None:
     holder.unpublished = 0
     holder._publish_pending(None)
     assert set(holder.publisher.latest.equivocations) == {m1.rt.hotkey} and not holder.caught
+    # Another version goes out before the validator syncs: it still reads the one it passed over.
+    holder.unpublished = 1
+    holder._publish_pending(None)
+    assert holder.publisher.latest.version == 2 and not holder.publisher.latest.equivocations
     assert validator.moving[m1.rt.hotkey] > 0
     assert run_at(m1, 10) == 0 and run_at(m2, 10) == 0
     assert run_at(validator, 14) == 0
@@ -340,3 +347,17 @@ def test_a_reveal_that_fails_is_tried_again_at_the_next_tick(roles, world, monke
     assert "grads" not in m1.sealed
     assert run_at(m2, 6) == 1 and run_at(validator, 7) == 1
     assert verdicts(validator)[m1.rt.hotkey] == "scored"
+
+
+def test_the_holder_names_the_most_contradicted_senders_first_and_keeps_the_rest(roles) -> None:
+    """One validator's false digests cannot crowd out a sender every validator saw switch; what
+    does not fit a version waits for the next, until no validator could check it any more."""
+    holder = roles[0]
+    lone = {f"5{i:047d}": (3, 1, "ab") for i in range(40)}  # named by one report each
+    holder.caught = {**lone, "5" + "z" * 47: (3, 2, "cd")}  # named by two
+    named = holder._naming()
+    assert len(named) == MAX_EQUIVOCATIONS and named["5" + "z" * 47] == "cd"
+    holder._catch(3 + KEEP_WINDOWS - 1, {}, WindowUploads())
+    assert len(holder.caught) == 41  # still checkable
+    holder._catch(3 + KEEP_WINDOWS, {}, WindowUploads())
+    assert holder.caught == {}  # validators keep KEEP_WINDOWS windows of digests
