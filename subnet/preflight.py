@@ -118,4 +118,9 @@ def bucket_hint(storage: StorageConfig, reason: str) -> str:
         return "the write keys cannot use this bucket; check them and the bucket's policy"
     if reason == "unreachable":
         return "check --storage.endpoint_url and the network"
+    if reason == "no_write_once":
+        return (
+            "this provider ignores conditional writes (If-None-Match), which Beam's write-once "
+            "objects need; use AWS S3, R2, MinIO or moto (docs/storage.md)"
+        )
     return "see docs/storage.md"

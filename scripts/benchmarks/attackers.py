@@ -333,9 +333,10 @@ class Switcher(_Transform):
     """Reveals its honest upload, lets the validators score it, then rewrites it in its own
     bucket with ``-5 x`` of it before the holder's merge: bait and switch.
 
-    Validators pay it for the honest work they scored (they cannot tell; a miner's server may
-    even serve each reader different bytes); the holder must not merge the switched bytes with
-    the honest upload's score, and merges a score only into the payload it was given for.
+    Validators score the honest work (they cannot tell; a miner's server may even serve each
+    reader different bytes); the holder must not merge the switched bytes with the honest
+    upload's score, and merges a score only into the payload it was given for. It signed two
+    payloads for the window, so the holder's next version names it and the validators ban it.
     """
 
     pending: tuple[int, bytes] | None = None  # (window, the switched envelope)

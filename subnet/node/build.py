@@ -50,6 +50,7 @@ def build_runtime(cfg: BeamConfig, role: str) -> Runtime:
     store = CountingStore(S3Store.from_config(node.storage), meter)
     try:
         store.check()
+        store.check_write_once()
     except StorageError as error:
         hint = bucket_hint(node.storage, error.reason)
         raise ChainSetupError(f"this node's bucket is not usable: {error}; {hint}") from None

@@ -23,6 +23,7 @@ from ..membership.room import RoomMembership
 from ..monitor import MetricsSink
 from ..neuron.registry import REGISTRIES
 from ..neuron.runtime import Runtime
+from ..preflight import bucket_hint
 from ..storage.base import StorageError
 from ..storage.commitment import ReadSettings, encode_commitment
 from ..storage.config import StorageConfig
@@ -102,8 +103,10 @@ def build_room_runtime(cfg: BeamConfig, role: str) -> Runtime:
     store = S3Store.from_config(node.storage)
     try:
         store.check()
+        store.check_write_once()
     except StorageError as error:
-        raise SetupError(f"this node's bucket is not usable: {error}") from None
+        hint = bucket_hint(node.storage, error.reason)
+        raise SetupError(f"this node's bucket is not usable: {error}; {hint}") from None
     state_dir = Path(node.neuron.state_dir).expanduser() / f"{role}-{hotkey[:8]}"
     metrics = MetricsSink(state_dir / "metrics.jsonl", role=role, hotkey=hotkey,
                           config_hash=protocol.config_hash(), plan=plan.digest)  # fmt: skip

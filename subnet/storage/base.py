@@ -23,6 +23,7 @@ StorageReason = Literal[
     "bad_response",  # the answer is not valid S3 (missing headers, redirect loop, garbage)
     "invalid_request",  # the store refused the request as malformed (a bug on our side)
     "credentials",  # credentials could not be loaded from their configured source
+    "no_write_once",  # the store let a second conditional write (If-None-Match) replace a key
 ]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -219,6 +220,29 @@ class S3Store:
     def check(self) -> None:
         """Fail fast with one clear error if the bucket is missing, denied or unreachable."""
         self._call("check", None, lambda: self._client.head_bucket(Bucket=self.config.bucket))
+
+    def check_write_once(self) -> None:
+        """Fail with ``no_write_once`` unless the bucket refuses a second write to a key.
+
+        Every object a neuron writes is written once (``put_if_absent``); a provider that ignores
+        ``If-None-Match`` would let a restarted miner replace its own upload with another signed
+        payload, which readers then hold as two payloads signed for one window (the validators
+        ban a sender for that: ``subnet/neuron/equivocation.py``). Two small writes and a delete.
+        """
+        key = f"beam-probe/write-once-{secrets.token_hex(8)}"
+        try:
+            first = self.put_if_absent(key, b"first")
+            if not first or self.put_if_absent(key, b"second"):
+                raise StorageError(
+                    "no_write_once", endpoint=self.config.endpoint_label, bucket=self.config.bucket,
+                    key=key,
+                    detail="a conditional write (If-None-Match: *) to a taken key succeeded",
+                )  # fmt: skip
+        finally:
+            try:
+                self.delete(key)
+            except StorageError as error:
+                logger.info("could not delete the write-once probe {}: {}", key, error)
 
     def ensure_bucket(self) -> None:
         """Create the bucket if it does not exist (local servers and first-time setup)."""

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from subnet.storage.base import ObjectNotFound, ObjectStore, ObjectTooLarge
+from subnet.storage.base import ObjectNotFound, ObjectStore, ObjectTooLarge, StorageError
 from subnet.storage.s3 import S3Store, multipart_etag
 
 MIB = 1024 * 1024
@@ -65,6 +65,20 @@ def test_write_once_conflict_keeps_the_first_object(store: S3Store) -> None:
     assert store.get("once", 100) == b"first"
     # Re-sending identical bytes (a retried upload) is not a conflict.
     assert store.put_if_absent("once", b"first") is True
+
+
+def test_the_write_once_probe_passes_here_and_names_a_store_that_ignores_it(
+    store: S3Store, monkeypatch
+) -> None:
+    store.check_write_once()  # moto refuses a second conditional write, as S3 and R2 do
+    assert list(store.list("beam-probe/")) == []  # the probe cleans up after itself
+    real = S3Store._write
+    monkeypatch.setattr(S3Store, "_write",
+                        lambda self, key, data, *, if_absent: real(self, key, data, if_absent=False))  # fmt: skip
+    with pytest.raises(StorageError) as caught:
+        store.check_write_once()
+    assert caught.value.reason == "no_write_once"
+    assert list(store.list("beam-probe/")) == []
 
 
 def test_listing_pages_through_more_than_1000_keys(store: S3Store) -> None:
