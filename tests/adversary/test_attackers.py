@@ -42,8 +42,8 @@ def test_targets_are_one_percent_or_for_honest_work_the_best_honest_miner() -> N
                                       "lazy_trainer": group([0.02, 0.0], 0.0, None)}}}  # fmt: skip
     assert adversarial.targets(record) == {
         "copier_le_1pct": True, "inflater_le_best_honest": False,  # its merge share: 0.21 > 0.2
-        "lazy_trainer_le_1pct": False, "honest_keep_ge_95pct": True,
-        "loss_within_2pct_of_clean": True,
+        "lazy_trainer_le_1pct": False, "no_honest_miner_banned": True,
+        "honest_keep_ge_95pct": True, "loss_within_2pct_of_clean": True,
     }  # fmt: skip
     record["attacked"]["groups"]["inflater"]["merge_weight_share_reported"] = 0.2
     assert adversarial.targets(record)["inflater_le_best_honest"] is True
@@ -54,3 +54,24 @@ def test_targets_are_one_percent_or_for_honest_work_the_best_honest_miner() -> N
     assert adversarial.targets(record)["honest_keep_ge_95pct"] is False  # 0.8 of validator 1
     groups["inflater"] |= group([0.25, 0.16], 0.17, 0.2)
     assert adversarial.targets(record)["honest_keep_ge_95pct"] is True
+
+
+def test_a_switcher_is_held_to_one_percent_and_never_merged_and_nobody_honest_is_banned() -> None:
+    def group(validators, incentive, merge, banned_by=0):
+        return {"validator_weight_share": validators, "incentive": incentive,
+                "merge_weight_share_reported": merge, "banned_by": banned_by}  # fmt: skip
+
+    groups = {
+        "honest": group([0.99, 0.99], 0.99, 0.99),
+        "switcher": group([0.0, 0.0], 0.0, 0.02, 2),
+    }
+    record = {"attacks": ["switcher"], "attacked": {"groups": groups}}
+    assert adversarial.targets(record) == {
+        "switcher_not_merged": False, "switcher_le_1pct": False,  # merged at 0.02
+        "no_honest_miner_banned": True, "honest_keep_ge_95pct": True,
+    }  # fmt: skip
+    groups["switcher"]["merge_weight_share_reported"] = 0.0
+    groups["honest"]["banned_by"] = 1
+    targets = adversarial.targets(record)
+    assert targets["switcher_not_merged"] and targets["switcher_le_1pct"]
+    assert targets["no_honest_miner_banned"] is False
