@@ -171,13 +171,15 @@ def _collect(root: Path, graph, names: dict[str, list[str]]) -> dict:
             "merge_weight_share_reported": _merge_share(reported, hotkeys),
         }  # fmt: skip
 
-    # Validators that banned a hotkey for signing two payloads for one window.
+    # Validators that banned a hotkey for signing two payloads for one window, and the holder's
+    # versions that named it so.
     bans = [{r["hotkey"] for r in read_records(path, "equivocation")} for path in validators]
     groups = {}
     for group, hotkeys in names.items():
         groups[group] = {**shares(hotkeys), "verdicts": dict(Counter(
             r["verdicts"][h][0] for r in scores for h in hotkeys if h in r["verdicts"])),
-            "banned_by": sum(1 for banned in bans if banned & set(hotkeys))}  # fmt: skip
+            "banned_by": sum(1 for banned in bans if banned & set(hotkeys)),
+            "named_in": sum(1 for v in versions if set(v.get("named", ())) & set(hotkeys))}  # fmt: skip
     groups["honest"]["overlap"] = _honest_overlap(validators, set(names["honest"]))
     # The best single honest miner, measure by measure: what an attacker that does the honest
     # work (an inflater) may earn, and no more.

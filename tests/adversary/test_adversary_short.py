@@ -77,5 +77,6 @@ def test_bytes_switched_after_the_scoring_are_never_merged_and_get_the_switcher_
     g = record["groups"][SWITCHER]
     assert g["verdicts"].get("scored", 0) >= 1, g
     assert (g["merge_weight_share_reported"] or 0.0) == 0.0, g
-    assert g["banned_by"] >= 1, g
+    assert g["named_in"] >= 1 and g["banned_by"] >= 1, g
+    assert record["groups"]["honest"]["named_in"] == 0
     assert max(g["validator_weight_share"]) <= 0.02, g
