@@ -26,10 +26,50 @@ from typing import Any
 from loguru import logger
 
 from ..storage.keys import ObjectKind
-from ..versions.manifest import ModelManifest
+from ..versions.manifest import MAX_EQUIVOCATIONS, MAX_SEAL_BYTES, ModelManifest
 from ..wire import Expected, Rejected, envelope_header, verify_seal
 
 KEEP_WINDOWS = 8  # windows of scored digests kept: a seal of an older window convicts nobody
+
+
+class Caught:
+    """The holder's side: the senders a report contradicted, until a version names them.
+
+    ``pending``: hotkey -> (window, how many reports contradicted it, hex seal of the bytes the
+    holder read).
+    """
+
+    def __init__(self) -> None:
+        self.pending: dict[str, tuple[int, int, str]] = {}
+
+    def add(self, window: int, votes: Mapping[str, int], seals: Mapping[str, bytes]) -> None:
+        """Keep the seal of each sender ``votes`` names (with how many reports contradicted it),
+        and drop what no validator could check any more (older than ``KEEP_WINDOWS``)."""
+        self.pending = {hk: c for hk, c in self.pending.items() if c[0] > window - KEEP_WINDOWS}
+        for hk, n in votes.items():
+            seal = seals.get(hk, b"")
+            if 0 < len(seal) <= MAX_SEAL_BYTES and n > self.pending.get(hk, (0, 0, ""))[1]:
+                self.pending[hk] = (window, n, seal.hex())
+
+    def naming(self) -> dict[str, str]:
+        """The seals the next version names: the senders most reports contradict first (one
+        validator's false digests cannot crowd out what every other validator saw); the rest
+        wait for the version after."""
+        ranked = sorted(self.pending.items(), key=lambda item: (-item[1][1], item[0]))
+        return {hk: c[2] for hk, c in ranked[:MAX_EQUIVOCATIONS]}
+
+    def named(self, hotkeys: Iterable[str]) -> None:
+        """Forget the senders a published version named."""
+        done = set(hotkeys)
+        self.pending = {hk: c for hk, c in self.pending.items() if hk not in done}
+
+    def state(self) -> dict[str, list]:
+        """What the holder's state file keeps."""
+        return {hk: list(c) for hk, c in self.pending.items()}
+
+    def restore(self, meta: Mapping[str, Any]) -> None:
+        """Load what :meth:`state` saved."""
+        self.pending = {str(hk): (int(w), int(n), str(seal)) for hk, (w, n, seal) in meta.items()}
 
 
 class Equivocations:

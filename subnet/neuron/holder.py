@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -43,7 +42,6 @@ from ..training import build_outer_optimizer, load_parameters, snapshot
 from ..training.streaming import merge_payloads
 from ..versions import VersionPublisher
 from ..versions.delta import Resparsifier, SparseDelta, uses_sparse_broadcast
-from ..versions.manifest import MAX_EQUIVOCATIONS, MAX_SEAL_BYTES
 from ..wire import Expected, Rejected, fetch_envelope
 from .actions.consensus import consensus
 from .actions.grants import admit, grant_data
@@ -51,7 +49,7 @@ from .actions.ring import final_merge
 from .actions.sweep import fan_out
 from .actions.tree import tree_senders
 from .base import BaseNeuron
-from .equivocation import KEEP_WINDOWS
+from .equivocation import Caught
 from .points import Points
 from .replica import checkpoint_bytes
 from .rules import (
@@ -65,7 +63,7 @@ from .rules import (
 from .runtime import Runtime
 from .state import prefixed, unprefixed
 from .steps import Action, Step
-from .uploads import WindowUploads, collect_uploads, log_uploads
+from .uploads import collect_uploads, log_uploads
 
 
 def publish_dataset(rt: Runtime) -> None:
@@ -136,9 +134,8 @@ class ModelHolder(BaseNeuron):
         self.version: int | None = None  # the last version published
         self.unpublished: int | None = None  # a window merged into the model, not yet published
         self.pending_delta: tuple[int, SparseDelta] | None = None  # (window, its sparse step)
-        # Senders caught serving other bytes than a validator scored -> (window, reports that
-        # say so, hex seal of the bytes read here): named in a next version (``equivocation.py``)
-        self.caught: dict[str, tuple[int, int, str]] = {}
+        # Senders caught serving other bytes than a validator scored: named in a next version
+        self.caught = Caught()
 
     def setup(self) -> None:
         """Publish the dataset to our bucket; build the model, outer optimizer and publisher."""
@@ -246,7 +243,7 @@ class ModelHolder(BaseNeuron):
         # what they scored can prove it signed two payloads (``equivocation.py``).
         votes = Counter(hk for _, digests in signed.values() if digests is not None
                         for hk in contradicted([digests], fetched))  # fmt: skip
-        self._catch(window, votes, got)
+        self.caught.add(window, votes, {hk: got.accepted[hk].seal for hk in votes})
         caught = sorted(votes)
         if caught:
             logger.warning("window {}: {} sender(s) served this holder other bytes than a validator "
@@ -286,22 +283,6 @@ class ModelHolder(BaseNeuron):
                            tokens=sum(got.accepted[hk].tokens for hk in chosen),
                            reports=len(reports), ddp_bytes=ddp, ddp_ring_bytes_per_worker=ring,
                            merge_seconds=round(time.perf_counter() - started, 3))  # fmt: skip
-
-    def _catch(self, window: int, votes: Mapping[str, int], got: WindowUploads) -> None:
-        """Keep the seal of each sender a report contradicts (``votes``: how many), and drop
-        what no validator could check any more (older than ``KEEP_WINDOWS``)."""
-        self.caught = {hk: c for hk, c in self.caught.items() if c[0] > window - KEEP_WINDOWS}
-        for hk, n in votes.items():
-            seal = got.accepted[hk].seal
-            if 0 < len(seal) <= MAX_SEAL_BYTES and n > self.caught.get(hk, (0, 0, ""))[1]:
-                self.caught[hk] = (window, n, seal.hex())
-
-    def _naming(self) -> dict[str, str]:
-        """The seals the next version names: the senders most reports contradict first (one
-        validator's false digests cannot crowd out what every other validator saw); the rest
-        wait for the version after."""
-        ranked = sorted(self.caught.items(), key=lambda item: (-item[1][1], item[0]))
-        return {hk: c[2] for hk, c in ranked[:MAX_EQUIVOCATIONS]}
 
     def _outer_step(
         self, params: dict[str, torch.Tensor], delta: dict[str, torch.Tensor], window: int
@@ -360,9 +341,9 @@ class ModelHolder(BaseNeuron):
         pending = self.pending_delta
         delta = pending[1] if pending is not None and pending[0] == self.unpublished else None
         manifest = self.publisher.publish(snapshot(self.model), self.unpublished, delta,
-                                          self._naming())  # fmt: skip
+                                          self.caught.naming())  # fmt: skip
         self.version, window, self.unpublished = manifest.version, self.unpublished, None
-        self.caught = {hk: s for hk, s in self.caught.items() if hk not in manifest.equivocations}
+        self.caught.named(manifest.equivocations)
         self.pending_delta = None
         fields = result.fields() if result is not None else {}
         contributors = fields.pop("weights", {})
@@ -387,7 +368,7 @@ class ModelHolder(BaseNeuron):
             **points,
         }
         meta = {"version": own["version"], "unpublished": own["unpublished"],
-                "caught": self.caught, **points_meta}  # fmt: skip
+                "caught": self.caught.state(), **points_meta}  # fmt: skip
         if own["broadcast"] is not None:  # its error feedback, and a delta not yet published
             tensors.update(prefixed(own["broadcast"].state_dict(), "broadcast"))
             if own["pending_delta"] is not None:
@@ -399,8 +380,7 @@ class ModelHolder(BaseNeuron):
         """Load what :meth:`state` saved."""
         self.version = meta.get("version")
         self.unpublished = meta.get("unpublished")
-        self.caught = {str(hk): (int(w), int(n), str(seal))
-                       for hk, (w, n, seal) in meta.get("caught", {}).items()}  # fmt: skip
+        self.caught.restore(meta.get("caught", {}))
         model = unprefixed(tensors, "model")
         if model:
             load_parameters(self.model, model)
