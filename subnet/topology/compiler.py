@@ -134,7 +134,9 @@ def _check_lane_shape(spec: TopologySpec) -> None:
 
 
 def _check_reveal(spec: TopologySpec, lane_name: str) -> None:
-    """A commit-reveal lane carries uploads, and every writer slot reveals what it committed."""
+    """A commit-reveal lane carries uploads, every writer slot reveals what it committed, and a
+    step reading it before the merge phase waits for the reveals (gate ``revealed``): without
+    it, a scorer would score whatever was revealed by its first tick and call the rest late."""
     lane = spec.lanes[lane_name]
     if lane.kind != "gradient":
         raise PlanError(
@@ -149,6 +151,14 @@ def _check_reveal(spec: TopologySpec, lane_name: str) -> None:
                 f"lane {lane_name!r} is commit_reveal but slot {slot!r} has no step in phase "
                 "'reveal' writing it",
             )
+    for slot, role in spec.roles.items():
+        for step in role.steps:
+            if lane_name in step.reads and step.phase != "merge" and "revealed" not in step.gates:
+                raise PlanError(
+                    "bad_spec",
+                    f"lane {lane_name!r} is commit_reveal but slot {slot!r} reads it in phase "
+                    f"{step.phase!r} without the gate 'revealed'",
+                )
 
 
 def _check_lane_members(spec: TopologySpec, roster: Roster) -> None:

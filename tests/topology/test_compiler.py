@@ -139,6 +139,14 @@ def test_a_commit_reveal_lane_needs_a_reveal_step_in_every_writer_slot(raw, voca
     assert "lane 'grads' is commit_reveal but slot 'miner' has no step in phase 'reveal'" in message
 
 
+def test_a_commit_reveal_lane_is_read_before_the_merge_only_after_the_reveals(raw, vocab, fit):
+    data = raw("scored-subnet")
+    data["roles"]["validator"]["steps"][0]["gates"] = []
+    spec = parse_spec(data, "test")
+    message = refused("bad_spec", spec, Template(topology=SCORED), fit(spec), vocab)
+    assert "slot 'validator' reads it in phase 'score' without the gate 'revealed'" in message
+
+
 def test_commit_reveal_is_for_upload_lanes(raw, vocab, fit):
     data = raw("scored-subnet")
     data["lanes"]["scores"]["commit_reveal"] = True
