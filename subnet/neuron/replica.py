@@ -81,10 +81,11 @@ class Replica:
 
     def manifests_since(self, version: int | None, most: int) -> list[ModelManifest]:
         """The verified manifests of the versions after ``version`` up to the one held, at most
-        the last ``most`` (what a follower passed over in one sync); unreadable ones left out."""
+        the last ``most`` (what a follower passed over in one sync; the held one alone after a
+        first sync); unreadable ones left out."""
         if self.manifest is None:
             return []
-        first = self.manifest.version - most + 1 if version is None else version + 1
+        first = self.manifest.version if version is None else version + 1
         out = []
         for v in range(max(first, self.manifest.version - most + 1, 0), self.manifest.version):
             try:
