@@ -26,7 +26,7 @@ from typing import Any
 from loguru import logger
 
 from ..storage.keys import ObjectKind
-from ..versions.manifest import MAX_EQUIVOCATIONS, MAX_SEAL_BYTES, ModelManifest
+from ..versions.manifest import MAX_EQUIVOCATIONS, ModelManifest
 from ..wire import Expected, Rejected, envelope_header, verify_seal
 
 KEEP_WINDOWS = 8  # windows of scored digests kept: a seal of an older window convicts nobody
@@ -44,11 +44,12 @@ class Caught:
 
     def add(self, window: int, votes: Mapping[str, int], seals: Mapping[str, bytes]) -> None:
         """Keep the seal of each sender ``votes`` names (with how many reports contradicted it),
-        and drop what no validator could check any more (older than ``KEEP_WINDOWS``)."""
+        and drop what no validator could check any more (older than ``KEEP_WINDOWS``). A
+        verified envelope's seal always fits a manifest (``wire.envelope.SEAL_BYTES``)."""
         self.pending = {hk: c for hk, c in self.pending.items() if c[0] > window - KEEP_WINDOWS}
         for hk, n in votes.items():
             seal = seals.get(hk, b"")
-            if 0 < len(seal) <= MAX_SEAL_BYTES and n > self.pending.get(hk, (0, 0, ""))[1]:
+            if seal and n > self.pending.get(hk, (0, 0, ""))[1]:
                 self.pending[hk] = (window, n, seal.hex())
 
     def naming(self) -> dict[str, str]:

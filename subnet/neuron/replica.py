@@ -82,12 +82,12 @@ class Replica:
     def manifests_since(self, version: int | None, most: int) -> list[ModelManifest]:
         """The verified manifests of the versions after ``version`` up to the one held, at most
         the last ``most`` (what a follower passed over in one sync; the held one alone after a
-        first sync); unreadable ones left out."""
-        if self.manifest is None:
+        first sync; none when it did not move); unreadable ones left out."""
+        if self.manifest is None or version == self.manifest.version:
             return []
         first = self.manifest.version if version is None else version + 1
         out = []
-        for v in range(max(first, self.manifest.version - most + 1, 0), self.manifest.version):
+        for v in range(max(first, self.manifest.version - most + 1), self.manifest.version):
             try:
                 out.append(self.syncer.manifest(v))
             except (SyncError, StorageError) as error:

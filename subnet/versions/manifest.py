@@ -23,8 +23,8 @@ from subnet.wire.envelope import SEAL_BYTES
 _METADATA_KEY = "manifest"
 _MAX_SLOT = 10**12 - 1  # the key layout's 12-digit window slot
 MAX_EQUIVOCATIONS = 32  # per version; more senders caught at once are named by the next ones
-MAX_SEAL_BYTES = SEAL_BYTES  # every valid envelope's seal fits (about 520 bytes in practice)
-_SEAL = re.compile(rf"(?:[0-9a-f]{{2}}){{1,{MAX_SEAL_BYTES}}}")
+# A hex seal; every valid envelope's seal fits SEAL_BYTES (about 520 bytes in practice)
+_SEAL = re.compile(rf"(?:[0-9a-f]{{2}}){{1,{SEAL_BYTES}}}")
 
 
 class ModelManifest(BaseModel):

@@ -99,10 +99,8 @@ def verify_envelope(
     """
     if len(blob) > max_bytes:
         raise Rejected(Reason.TOO_LARGE, f"{len(blob)} bytes > limit {max_bytes}")
-    header, signed_end = _read_header(blob)
-    _check_signature(blob, signed_end, header, expected.sender)
-    check_header(header, expected)
-    payload = blob[signed_end + SIGNATURE_BYTES :]
+    header, seal_end = _signed_header(blob, expected)
+    payload = blob[seal_end:]
     if len(payload) != header.payload_bytes:
         raise Rejected(
             Reason.SIZE_MISMATCH, f"{len(payload)} bytes, header says {header.payload_bytes}"
@@ -114,7 +112,7 @@ def verify_envelope(
         check_table(table, spec)
     tensors = load_tensors(payload)
     check_values(tensors, spec)
-    return Envelope(header, tensors, metadata, blob[: signed_end + SIGNATURE_BYTES])
+    return Envelope(header, tensors, metadata, blob[:seal_end])
 
 
 def verify_seal(seal: bytes, expected: Expected) -> Header:
@@ -126,12 +124,19 @@ def verify_seal(seal: bytes, expected: Expected) -> Header:
     """
     if len(seal) > SEAL_BYTES:
         raise Rejected(Reason.TOO_LARGE, f"a seal of {len(seal)} bytes")
-    header, signed_end = _read_header(seal)
-    if len(seal) != signed_end + SIGNATURE_BYTES:
+    header, seal_end = _signed_header(seal, expected)
+    if len(seal) != seal_end:
         raise Rejected(Reason.MALFORMED_ENVELOPE, "a seal is the signed header and signature only")
-    _check_signature(seal, signed_end, header, expected.sender)
-    check_header(header, expected)
     return header
+
+
+def _signed_header(blob: bytes, expected: Expected) -> tuple[Header, int]:
+    """Structure, signature and header fields: the header, and where the seal ends (the
+    payload begins); what an envelope and a seal are both checked for, in that order."""
+    header, signed_end = _read_header(blob)
+    _check_signature(blob, signed_end, header, expected.sender)
+    check_header(header, expected)
+    return header, signed_end + SIGNATURE_BYTES
 
 
 def envelope_header(blob: bytes) -> Header:
