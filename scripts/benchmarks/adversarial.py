@@ -13,6 +13,7 @@ miners keep their share, held-out loss within 2 % of the clean run.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import subprocess
 import sys
@@ -117,6 +118,8 @@ def one_run(
             codes = ns.stop_all()
         names = {"honest": [w.hotkey for w in honest],
                  **{k: [w.hotkey] for k, w in attackers.items()}}  # fmt: skip
+        # Who is who, for ``bench.py rescore`` (what-ifs on the validators' logged measurements).
+        (root / "groups.json").write_text(json.dumps(names, indent=1) + "\n")
         record = _collect(root, graph, names)
     record["exit_codes_nonzero"] = {k: c for k, c in codes.items() if c != 0}
     record["seconds"] = round(time.monotonic() - started, 1)
