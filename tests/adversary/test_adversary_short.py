@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from benchmarks import adversarial  # noqa: E402
+from benchmarks import adversarial, rescore  # noqa: E402
 
 ATTACKS = ["copier", "stale_replayer", "lazy_trainer"]
 SWITCHER = "switcher"  # paid for its honest reveal until its switch gets it banned
@@ -33,7 +33,7 @@ def record(tmp_path_factory, iambic_1024):
                               "--rounds", "3",
                               "--block-time", "0.5", "--window-blocks", "60", "--no-clean",
                               "--data", str(iambic_1024 / "iambic-v1024"), "--timeout", "400"])  # fmt: skip
-    return adversarial.one_run(root / "run", args, [*ATTACKS, SWITCHER])
+    return {**adversarial.one_run(root / "run", args, [*ATTACKS, SWITCHER]), "root": root / "run"}
 
 
 def test_every_neuron_exited_cleanly_and_the_validators_reported(record):
@@ -80,3 +80,17 @@ def test_bytes_switched_after_the_scoring_are_never_merged_and_get_the_switcher_
     assert g["named_in"] >= 1 and g["banned_by"] >= 1, g
     assert record["groups"]["honest"]["named_in"] == 0
     assert max(g["validator_weight_share"]) <= 0.02, g
+
+
+def test_the_real_validators_logs_are_scored_again_to_the_same_scores(record):
+    # ``bench.py rescore`` rebuilds every window score, track record and moving score from what
+    # each validator logged it measured (the switcher's ban included): what-ifs replayed on a
+    # run's logs start from exactly what the run paid.
+    out = rescore.run(argparse.Namespace(root=record["root"], set=[]))
+    for v in out["validators"]:
+        for kind, counted in v["reproduced"].items():
+            same, n = counted.split("/")
+            assert same == n and int(n) > 0, (kind, v)
+        assert v["settings_as_run"], v
+        for group, share in v["logged_shares"].items():
+            assert v["shares"][group] == pytest.approx(share, abs=2e-4), (group, v)
