@@ -90,7 +90,8 @@ def test_the_real_validators_logs_are_scored_again_to_the_same_scores(record):
     for v in out["validators"]:
         for kind, counted in v["reproduced"].items():
             same, n = counted.split("/")
-            assert same == n and int(n) > 0, (kind, v)
+            assert same == n, (kind, v)
+        assert int(v["reproduced"]["moving"].split("/")[1]) > 0, v  # it scored some window
         assert v["settings_as_run"], v
         for group, share in v["logged_shares"].items():
             assert v["shares"][group] == pytest.approx(share, abs=2e-4), (group, v)
