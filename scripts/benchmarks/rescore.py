@@ -159,7 +159,12 @@ def group_shares(moving: Mapping[str, float], groups: Mapping[str, list[str]]) -
 
 
 def _events(path: Path) -> list[dict]:
-    """The ``scores`` and ``equivocation`` records of a validator's metrics, in order."""
+    """The ``scores`` and ``equivocation`` records of a validator's metrics, in order.
+
+    Stricter than ``subnet.monitor.report.load.read_jsonl``, which skips a half-written line
+    (right for a file a live neuron appends to): a line skipped here would make the replay
+    differ from the run without saying so, so it is an ``error:`` instead.
+    """
     out = []
     for n, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():
