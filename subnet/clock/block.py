@@ -21,6 +21,10 @@ class BlockSource(Protocol):
         """Each new block as the chain produces it."""
         ...
 
+    def block_hash(self, block: int) -> str:
+        """The hash of a block the chain has made."""
+        ...
+
 
 class BlockClock:
     """Ticks are block numbers; after a long step the consumer goes straight to the head."""
@@ -35,3 +39,9 @@ class BlockClock:
     def ticks(self) -> Iterator[int]:
         """Each new head block (blocks missed during a long step need no handling)."""
         return self.chain.follow_blocks(latest_only=True)
+
+    def beacon(self, tick: int) -> str | None:
+        """A value nobody knew before ``tick``: its block hash (None before the block exists)."""
+        if tick > self.now():
+            return None
+        return self.chain.block_hash(tick)

@@ -40,10 +40,19 @@ class Line:
     inner: InnerConfig  # the protocol's inner settings with the plan's H and the point's setting
     data_rule: str  # the step's own data rule, else the plan's
     keep_optimizer: bool  # keep the inner optimizer's moments across rounds (False: fresh each)
+    # The window of the last upload whose committed state_out is this line's state now (None:
+    # the state is fresh, or was never committed): the next upload's ``state_from``
+    state_window: int | None = None
 
     def fresh_optimizer(self) -> None:
         """Start the inner optimizer afresh (a new round without kept state, or divergence)."""
         self.optimizer = build_inner_optimizer(self.replica.model, self.inner)
+
+    def start_over(self, ef_decay: float) -> None:
+        """Drop the training state (moments and error feedback): the next upload starts fresh."""
+        self.fresh_optimizer()
+        self.ef = ErrorFeedback(ef_decay)
+        self.state_window = None
 
 
 def model_lane(rt: Runtime, step: StepPlan, slot) -> str:

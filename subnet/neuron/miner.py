@@ -34,6 +34,7 @@ from ..training.trainer import Trainer
 from ..wire import publish_envelope
 from .actions.ring import mix, publish_model
 from .actions.tree import reduce
+from .audit import Held, beacon, capture, is_audited, write_states
 from .base import BaseNeuron
 from .commits import Sealed, seal, write_commit, write_reveal
 from .lines import Line, build_lines, stream_of
@@ -42,6 +43,9 @@ from .replica import Replica
 from .rules import DATA_RULES
 from .state import load_optimizer_state, optimizer_state, prefixed, unprefixed
 from .steps import Action, Step
+
+# Training states of an upload not yet revealed, in a miner's state file: ``held:<lane>:...``
+_HELD = "held"
 
 
 class NonFinite(ArithmeticError):
@@ -75,6 +79,11 @@ class Miner(BaseNeuron):
                 self.send_reveal(sealed)
             elif sealed.window != window:
                 del self.sealed[sealed.lane]  # its window is over: nobody would score it now
+                held = self.held.pop(sealed.lane, None)
+                if held is not None and held[0] in self.lines:
+                    # Its state_out was committed but never revealed: no later upload can
+                    # continue it verifiably (``audit.py``), so the next one starts fresh.
+                    self.lines[held[0]].start_over(self.rt.cfg.protocol.compression.ef_decay)
 
     def setup(self) -> None:
         """The dataset (NotReady until the holder published it), each model line's replica,
@@ -90,6 +99,9 @@ class Miner(BaseNeuron):
         self.trained: Upload | None = None  # this window's update, for a later step (reduce, mix)
         self.trained_window = -1
         self.sealed: dict[str, Sealed] = {}  # lane -> the upload committed to, not yet revealed
+        # lane -> (stream, its training states): written if the upload is audited
+        self.held: dict[str, tuple[str, Held]] = {}
+        self.held_now: Held | None = None  # the states of the update ``step`` just made
 
     @property
     def replica(self) -> Replica:
@@ -131,6 +143,8 @@ class Miner(BaseNeuron):
         self.sync(step.window)
         upload = self.step(step.window)
         self.trained, self.trained_window = upload, step.window
+        if step.lane is not None and self.held_now is not None:
+            self.held[step.lane] = (self.line.stream, self.held_now)
         if step.lane is not None:
             # type(self): a subclass's publish (the benchmark's attackers) must not be bypassed
             publish = LANE_PUBLISHERS.get(self.rt.lane(step.lane).kind, type(self).publish)
@@ -150,6 +164,7 @@ class Miner(BaseNeuron):
         """Write a committed upload; on a storage failure keep it to try again next tick (in
         ``observe``, while validators may still be waiting for it)."""
         try:
+            self.answer_audit(sealed)
             written = write_reveal(self.rt, sealed)
         except StorageError as error:
             sealed.pending = True
@@ -159,8 +174,23 @@ class Miner(BaseNeuron):
         logger.info("uploaded {} ({})", sealed.key, "new" if written else "already there")
         self.rt.metrics.log("train", **sealed.record, **self.rt.meter.take())
         del self.sealed[sealed.lane]
+        self.held.pop(sealed.lane, None)
         self.save()
         return True
+
+    def answer_audit(self, sealed: Sealed) -> None:
+        """If the window's beacon selects this upload, write its training states (before the
+        reveal, so a validator that reads the upload can read them too)."""
+        held = self.held.get(sealed.lane)
+        if held is None or held[1].window != sealed.window:
+            return
+        draw = beacon(self.rt, sealed.window)
+        if not is_audited(self.rt, sealed.lane, sealed.window, self.rt.hotkey, draw):
+            return
+        write_states(self.rt, sealed.lane, held[1])
+        logger.info("window {}: this upload is audited; wrote its training states",
+                    sealed.window)  # fmt: skip
+        self.rt.metrics.log("audited", window=sealed.window, lane=sealed.lane)
 
     reduce = reduce
     mix = mix
@@ -179,10 +209,20 @@ class Miner(BaseNeuron):
         inner = line.inner
         ids = DATA_RULES[line.data_rule](self.rt, self.data, window)(self.rt.hotkey)
         start = self.replica.snapshot()
+        kept = line.keep_optimizer
+        before = capture(line.optimizer if kept else None, line.ef)
+        if before and line.state_window is None:  # a state no upload committed to (an older
+            line.start_over(p.compression.ef_decay)  # state file): it cannot be audited
+            before = {}
+        self.held_now = None
         batches = progress(self.data.batches(ids, inner.micro_batch), desc=f"window {window}",
                            total=inner.steps * inner.accumulation, unit="batch")  # fmt: skip
-        paced = self.pacer.train(window, self.replica, batches, self.optimizer,
-                                 train=self.trainer.train, inner=inner)  # fmt: skip
+        try:
+            paced = self.pacer.train(window, self.replica, batches, self.optimizer,
+                                     train=self.trainer.train, inner=inner)  # fmt: skip
+        except WindowSkipped:
+            self.rewind(line, before)  # steps taken and abandoned must not change the state
+            raise
         result = paced.result
         ids = ids[: result.steps * inner.micro_batch * inner.accumulation]  # trained prefix
         delta = pseudo_gradient(start, self.replica.model)
@@ -192,11 +232,14 @@ class Miner(BaseNeuron):
             # Diverged: uploading would only be rejected, and NaN moments would poison every
             # later window. Start the local optimizer and error feedback afresh instead.
             self.replica.reset()
-            line.fresh_optimizer()
-            line.ef = ErrorFeedback(p.compression.ef_decay)
+            line.start_over(p.compression.ef_decay)
             raise NonFinite(f"window {window}: loss {result.mean_loss}; optimizer state reset")
         payload, _ = self.ef.compress(self.compressor, delta)
         self.replica.reset()  # the next window starts from the global model, not ours
+        source = line.state_window if before else None
+        self.held_now = Held(window, source, before, capture(line.optimizer if kept else None,
+                                                            line.ef))  # fmt: skip
+        line.state_window = window
         logger.info(
             "window {}: {} steps, loss {:.4f}, {} bytes", window, result.steps, result.mean_loss,
             payload_nbytes(payload),
@@ -212,7 +255,15 @@ class Miner(BaseNeuron):
         return Upload(payload, {"receipt": sample_receipt(ids), "samples": str(len(ids)),
                                 "steps": str(result.steps),
                                 "tokens": str(result.tokens), "loss": f"{result.mean_loss:.6f}",
-                                "plan": self.rt.plan.digest})  # fmt: skip
+                                "plan": self.rt.plan.digest, **self.held_now.metadata()})  # fmt: skip
+
+    def rewind(self, line: Line, before: dict[str, torch.Tensor]) -> None:
+        """Put the line's inner optimizer back to the state ``before`` a window's training."""
+        line.fresh_optimizer()
+        moments = unprefixed(before, "adamw")
+        if moments:
+            groups, _ = optimizer_state(line.optimizer)
+            load_optimizer_state(line.optimizer, groups, moments)
 
     def publish(self, window: int, result: Upload, lane: str | None = None) -> None:
         """Sign and write the upload once to our bucket (on a commit-reveal lane: only the
@@ -250,7 +301,8 @@ class Miner(BaseNeuron):
                 **prefixed(line.ef.state_dict(), head + "ef"),
                 **prefixed(moments, head + "adamw"),
             }
-            record = {"version": line.replica.version, "adamw_groups": groups}
+            record = {"version": line.replica.version, "adamw_groups": groups,
+                      "state_window": line.state_window}  # fmt: skip
             if i == 0:
                 meta |= record
             else:
@@ -259,6 +311,11 @@ class Miner(BaseNeuron):
         meta["sealed"] = {lane: s.meta() for lane, s in self.sealed.items()}
         for lane, s in self.sealed.items():
             tensors[f"sealed:{lane}"] = torch.frombuffer(bytearray(s.blob), dtype=torch.uint8)
+        # ... and the training states an audit of it would need
+        meta["held"] = {lane: {"stream": stream, "window": h.window, "state_from": h.state_from}
+                        for lane, (stream, h) in self.held.items() if lane in self.sealed}  # fmt: skip
+        for lane in meta["held"]:
+            tensors |= self.held[lane][1].tensors(f"{_HELD}:{lane}")
         return meta, tensors
 
     def restore(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
@@ -270,8 +327,12 @@ class Miner(BaseNeuron):
             line.ef.load_state_dict(unprefixed(tensors, head + "ef"))
             load_optimizer_state(line.optimizer, record.get("adamw_groups", []),
                                  unprefixed(tensors, head + "adamw"))  # fmt: skip
+            window = record.get("state_window")
+            line.state_window = None if window is None else int(window)
         self.sealed = {lane: Sealed.load(m, tensors[f"sealed:{lane}"])
                        for lane, m in meta.get("sealed", {}).items() if f"sealed:{lane}" in tensors}  # fmt: skip
+        self.held = {lane: (str(m["stream"]), Held.load(m, tensors, f"{_HELD}:{lane}"))
+                     for lane, m in meta.get("held", {}).items()}  # fmt: skip
 
 
 # How ``train`` sends on a lane, by the lane's object kind (default: the update, signed).

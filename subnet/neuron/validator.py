@@ -13,6 +13,7 @@ scores are offered to the runtime's weight sink (on a chain: weights every tempo
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
@@ -22,6 +23,7 @@ from loguru import logger
 
 from ..compression import build_compressor
 from ..data import random_sample_ids
+from ..model import build_model
 from ..scoring import (
     Evaluation,
     FingerprintLog,
@@ -41,11 +43,12 @@ from ..scoring.report import encode_digests, encode_report
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind, object_key
 from ..wire import publish_envelope
+from .audit import AuditFailed, Replayer, beacon, is_audited
 from .base import BaseNeuron
 from .commits import CommitSnapshot
 from .equivocation import KEEP_WINDOWS, Equivocations
 from .replica import Replica
-from .rules import DATA_RULES, lane_data_rule
+from .rules import DATA_RULES, inner_config, lane_data_rule
 from .state import prefixed, unprefixed
 from .steps import Action, Step
 from .uploads import Received, WindowUploads, collect_uploads
@@ -88,6 +91,8 @@ class Validator(BaseNeuron):
         self.snapshot = CommitSnapshot()
         # Senders the holder's seals prove signed two payloads for a window: banned
         self.equivocations = Equivocations(rt.cfg.protocol.run, self.grads)
+        # Senders an audit caught (hotkey -> the window): their training is not what they sent
+        self.audit_banned: dict[str, int] = {}
 
     def setup(self) -> None:
         """The dataset (NotReady until the holder published it) and the model replica."""
@@ -95,6 +100,10 @@ class Validator(BaseNeuron):
         self.replica = Replica(self.rt, self.data.vocab_size,
                                self.rt.read_lane(self.slot, "model-manifest").name)  # fmt: skip
         self.compressor = build_compressor(self.rt.cfg.protocol.compression)
+        p = self.rt.cfg.protocol
+        self.replayer = Replayer(build_model(p.model, vocab_size=self.data.vocab_size, seed=p.seed),
+                                 inner_config(self.rt), self.compressor,
+                                 p.compression.ef_decay, p.scoring.audit_tolerance)  # fmt: skip
 
     def replica_of(self, step: Step) -> Replica:
         """The model a step starts from: the validator follows one."""
@@ -169,6 +178,10 @@ class Validator(BaseNeuron):
         for hotkey in self.equivocations.banned.keys() & got.accepted.keys():
             del got.accepted[hotkey]
             got.rejected[hotkey] = "equivocated"
+        for hotkey in self.audit_banned.keys() & got.accepted.keys():
+            del got.accepted[hotkey]
+            got.rejected[hotkey] = "audit_banned"
+        self._audit(window, got)
         after = self._after_deadline(window, got.accepted)
         evaluations, copies = self._assess(
             window, {hk: u for hk, u in got.accepted.items() if hk not in after}
@@ -241,6 +254,42 @@ class Validator(BaseNeuron):
         got.missing |= uncommitted - set(refused)
         got.rejected |= refused
         return got, commits, unreadable
+
+    def _audit(self, window: int, got: WindowUploads) -> None:
+        """Replay the uploads the window's beacon selects (``audit.py``); a sender whose upload
+        the replay does not give is rejected now and banned from here on."""
+        p = self.rt.cfg.protocol
+        if not self.commit_reveal or p.scoring.audit_fraction <= 0 or not got.accepted:
+            return
+        draw = beacon(self.rt, window)
+        chosen = [hk for hk in sorted(got.accepted)
+                  if is_audited(self.rt, self.grads, window, hk, draw)]  # fmt: skip
+        assigned = self.assigned(window)
+        for hotkey in chosen:
+            upload = got.accepted[hotkey]
+            ids = assigned(hotkey)[: upload.samples or None]
+            batches = self.data.batches(ids, self.replayer.inner.micro_batch)
+            started = time.perf_counter()
+            try:
+                error = self.replayer.check(self.rt, self.grads, window, hotkey, upload,
+                                            self.replica.state, batches)  # fmt: skip
+            except AuditFailed as failed:
+                seconds = round(time.perf_counter() - started, 3)
+                del got.accepted[hotkey]
+                got.rejected[hotkey] = failed.reason
+                self.audit_banned[hotkey] = window
+                self.moving.pop(hotkey, None)
+                self.records.pop(hotkey, None)
+                logger.warning("window {} {}: audit failed, banned ({})", window, hotkey[:8],
+                               failed)  # fmt: skip
+                self.rt.metrics.log("audit", window=window, hotkey=hotkey, ok=False,
+                                    reason=failed.reason, detail=failed.detail, seconds=seconds)  # fmt: skip
+                continue
+            seconds = round(time.perf_counter() - started, 3)
+            logger.info("window {} {}: audit passed (replay error {:.2g}, {:.1f}s)", window,
+                        hotkey[:8], error, seconds)  # fmt: skip
+            self.rt.metrics.log("audit", window=window, hotkey=hotkey, ok=True,
+                                error=error, seconds=seconds)  # fmt: skip
 
     def _after_deadline(self, window: int, accepted: dict[str, Received]) -> set[str]:
         """Accepted uploads that were not there when this validator looked at the deadline tick.
@@ -341,7 +390,8 @@ class Validator(BaseNeuron):
         """Model at its version, moving scores, track records, when weights were last set."""
         meta = {"version": self.replica.version, "moving": self.moving, "records": self.records,
                 "last_weights_block": self.last_weights_block,
-                "equivocations": self.equivocations.state()}  # fmt: skip
+                "equivocations": self.equivocations.state(),
+                "audit_banned": self.audit_banned}  # fmt: skip
         return meta, prefixed(self.replica.state or {}, "model")
 
     def restore(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
@@ -350,6 +400,7 @@ class Validator(BaseNeuron):
         self.records = {k: [float(x) for x in v] for k, v in meta.get("records", {}).items()}
         self.last_weights_block = int(meta.get("last_weights_block", 0))
         self.equivocations.restore(meta.get("equivocations", {}))
+        self.audit_banned = {k: int(v) for k, v in meta.get("audit_banned", {}).items()}
         self.replica.restore(meta.get("version"), unprefixed(tensors, "model"))
 
 

@@ -115,6 +115,27 @@ class ScoringConfig(BaseModel):
         ),
     )
 
+    audit_fraction: float = Field(
+        0.25,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "share of each window's uploads a public beacon drawn after the upload deadline "
+            "selects for audit: every validator replays their training from the committed "
+            "state, and a sender whose update the replay does not give is banned "
+            "(scoring.audit); 0 turns audits off"
+        ),
+    )
+    audit_tolerance: float = Field(
+        0.05,
+        gt=0.0,
+        le=1.0,
+        description=(
+            "relative L2 difference between a replay and the miner's update (or its new state) "
+            "above which the audit fails; honest replays on one machine differ by about 0"
+        ),
+    )
+
     @model_validator(mode="after")
     def _record_band(self) -> ScoringConfig:
         if self.record_floor >= self.record_full:

@@ -45,6 +45,9 @@ class ObjectKind(str, Enum):
     WEIGHTS = "weights"  # a scorer's normalized weights for a consensus slot, one window
     DATA_GRANT = "data-grant"  # a lead's grant of data units to a member, one round
     RUN_FINAL = "run-final"  # the deciding slot's signed word that the run stops after a window
+    # A miner's private training state (AdamW moments, error feedback) after one window, written
+    # only when that window's upload is audited; its digest was committed in the upload.
+    TRAIN_STATE = "train-state"
 
 
 # The lane an object travels on when the caller names none (the scored subnet's lanes).
@@ -62,6 +65,7 @@ DEFAULT_LANES: dict[ObjectKind, str] = {
     ObjectKind.WEIGHTS: "weights",
     ObjectKind.DATA_GRANT: "grants",
     ObjectKind.RUN_FINAL: "final",
+    ObjectKind.TRAIN_STATE: "grads",
 }
 
 
