@@ -44,7 +44,9 @@ def audited(beacon: str | None, run: str, lane: str, window: int, hotkey: str,
     return audit_draw(beacon, run, lane, window, hotkey) < fraction
 
 
-def relative_error(claimed: Mapping[str, torch.Tensor], replayed: Mapping[str, torch.Tensor]) -> float:
+def relative_error(
+    claimed: Mapping[str, torch.Tensor], replayed: Mapping[str, torch.Tensor]
+) -> float:
     """``||claimed - replayed|| / ||replayed||`` over every tensor (``inf`` if the names or shapes
     differ, or any value is not finite; 0 when both are all zeros)."""
     if set(claimed) != set(replayed):
