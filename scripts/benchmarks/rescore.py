@@ -44,7 +44,8 @@ from subnet.scoring.window import Evaluation, gain_ratios, score_window
 _REL, _ABS = 1e-3, 5e-7
 # Decided before scoring from what is not in the log (copies, the held-out draw, which uploads
 # a validator fetched): a replay cannot change them, so it refuses to pretend it did.
-FIXED = ("copy_overlap", "copy_z", "history_windows", "heldout_samples")
+FIXED = ("copy_overlap", "copy_z", "history_windows", "heldout_samples", "audit_fraction",
+         "audit_tolerance")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -108,8 +109,8 @@ def _close(a: float, b: float) -> bool:
 def replay(events: Iterable[Mapping], cfg: ScoringConfig) -> tuple[dict[str, float], dict]:
     """Score a validator's logged ``scores`` records again, in order, as it did: records
     extended with the window's gain ratios, then the verdicts, then the moving scores; at each
-    logged ``equivocation`` (a ban, in its sync before a window's scoring) the sender's moving
-    score and record are dropped. A window scored twice (a crash before the state was saved)
+    logged ``equivocation`` (a ban, in its sync before a window's scoring) and failed ``audit``
+    (a ban, before the window's scores) the sender's moving score and record are dropped. A window scored twice (a crash before the state was saved)
     counts once, as last logged.
 
     Returns the moving scores after the last window and what was reproduced: ``scores`` and
@@ -122,7 +123,7 @@ def replay(events: Iterable[Mapping], cfg: ScoringConfig) -> tuple[dict[str, flo
     moving: dict[str, float] = {}
     checked = {"scores": [0, 0], "moving": [0, 0]}
     for i, e in enumerate(events):
-        if e.get("event") == "equivocation":
+        if e.get("event") == "equivocation" or (e.get("event") == "audit" and not e["ok"]):
             moving.pop(e["hotkey"], None)
             records.pop(e["hotkey"], None)
             continue
@@ -159,7 +160,7 @@ def group_shares(moving: Mapping[str, float], groups: Mapping[str, list[str]]) -
 
 
 def _events(path: Path) -> list[dict]:
-    """The ``scores`` and ``equivocation`` records of a validator's metrics, in order.
+    """The ``scores``, ``equivocation`` and ``audit`` records of a validator's metrics, in order.
 
     Stricter than ``subnet.monitor.report.load.read_jsonl``, which skips a half-written line
     (right for a file a live neuron appends to): a line skipped here would make the replay
@@ -176,7 +177,8 @@ def _events(path: Path) -> list[dict]:
         if not isinstance(row, dict):
             raise SystemExit(f"error: {path}:{n} is not a JSON object")
         wanted = {"scores": ("window", "verdicts", "measured", "moving"),
-                  "equivocation": ("hotkey",)}.get(row.get("event"))  # fmt: skip
+                  "equivocation": ("hotkey",),
+                  "audit": ("hotkey", "ok")}.get(row.get("event"))  # fmt: skip
         if wanted is None:
             continue
         if missing := [k for k in wanted if k not in row]:
