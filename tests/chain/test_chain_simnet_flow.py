@@ -159,3 +159,25 @@ def test_following_blocks(simnet, subnet3):
 def test_every_sdk_read_was_answered(simnet):
     """An SDK upgrade that starts reading something simnet does not serve must fail here."""
     assert simnet.admin("admin_stats")["unanswered"] == {}
+
+
+def test_block_hashes_are_known_only_once_made_and_differ_between_chains(
+    simnet, subnet3, tmp_path
+):
+    """The audit beacon: a made block's hash is stable; a future one is refused; another chain
+    (another secret) hashes the same number differently, so nobody can work one out ahead."""
+    from subnet.chain.simnet.chain import SimChain, block_number_of
+    from subnet.chain.simnet.state import ChainState
+    from subnet.clock import BlockClock
+
+    head = subnet3.block()
+    made = subnet3.block_hash(head)
+    assert block_number_of(made) == head and subnet3.block_hash(head) == made
+    clock = BlockClock(subnet3)
+    assert clock.beacon(head) == made and clock.beacon(head + 5) is None
+    other = SimChain(ChainState(str(tmp_path / "other.db")))
+    for _ in range(head):
+        other.step()
+    assert other.block_hash(head) != made
+    with pytest.raises(ValueError, match="not made yet"):
+        other.block_hash(head + 1)

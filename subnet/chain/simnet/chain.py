@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 from collections import Counter
 from dataclasses import asdict
 from typing import Any
@@ -26,9 +27,11 @@ def signing_payload(genesis: str, call: dict[str, Any], signer: str, nonce: int)
     return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
 
 
-def block_hash(genesis: str, number: int) -> str:
-    """Deterministic hash of block ``number``; its last 16 hex digits are the number."""
-    digest = hashlib.sha256(f"{genesis}:{number}".encode()).hexdigest()[:48]
+def block_hash(genesis: str, number: int, entropy: str = "") -> str:
+    """Hash of block ``number``: its last 16 hex digits are the number, the rest a function of
+    the chain's secret ``entropy``, so nobody but the server knows a block's hash before the
+    block is made (audits draw from it: ``subnet.scoring.audit``)."""
+    digest = hashlib.sha256(f"{genesis}:{entropy}:{number}".encode()).hexdigest()[:48]
     return f"0x{digest}{number:016x}"
 
 
@@ -46,9 +49,18 @@ class SimChain:
         if state.get_kv("genesis") is None:
             state.set_kv("genesis", "0x" + hashlib.sha256(state.path.encode()).hexdigest())
         self.genesis = str(state.get_kv("genesis"))
+        if state.get_kv("entropy") is None:
+            state.set_kv("entropy", secrets.token_hex(32))
+        self.entropy = str(state.get_kv("entropy"))
         self.unanswered: Counter[str] = Counter()
 
     # Reads ---------------------------------------------------------------------------------
+
+    def block_hash(self, number: int) -> str:
+        """The hash of block ``number``; ``ValueError`` for a block not made yet."""
+        if not 0 <= number <= self.state.block:
+            raise ValueError(f"block {number} is not made yet (head {self.state.block})")
+        return block_hash(self.genesis, number, self.entropy)
 
     def read(self, kind: str, module: str, name: str, params: list | None) -> Any:
         """Answer one SDK read; unknown keys are counted and answered with None / []."""
@@ -98,7 +110,7 @@ class SimChain:
             "error": error,
             "message": message,
             "block": block,
-            "block_hash": block_hash(self.genesis, block),
+            "block_hash": self.block_hash(block),
             "events": events or [],
         }
 

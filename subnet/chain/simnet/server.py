@@ -17,7 +17,7 @@ from typing import Any
 
 from loguru import logger
 
-from .chain import SimChain, block_hash
+from .chain import SimChain
 from .state import ChainState
 
 MAX_REQUEST_BYTES = 4 * 1024 * 1024
@@ -31,9 +31,11 @@ def _dispatch(chain: SimChain, method: str, p: dict[str, Any]) -> Any:
         return {
             "genesis": chain.genesis,
             "block": block,
-            "block_hash": block_hash(chain.genesis, block),
+            "block_hash": chain.block_hash(block),
             "block_time": chain.block_time,
         }
+    if method == "block_hash":
+        return chain.block_hash(int(p["block"]))
     if method == "next_nonce":
         return chain.state.next_nonce(p["account"])
     if method == "submit":

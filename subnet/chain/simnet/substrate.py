@@ -20,7 +20,6 @@ from typing import Any
 from bittensor.balance import Balance
 from bittensor.result import ChainError, ExtrinsicResult, RpcConnectionError
 
-from .chain import block_hash as make_block_hash
 from .chain import block_number_of, signing_payload
 
 
@@ -85,10 +84,10 @@ class SimSubstrate:
         return await self.block_number()
 
     async def block_hash(self, block: int | None = None) -> str:
-        """Hash of ``block`` (default: head)."""
+        """Hash of ``block`` (default: head), as the server made it (it mixes in a secret)."""
         if block is None:
             block = await self.block_number()
-        return make_block_hash(await self._genesis_hash(), int(block))
+        return str(await self._call("block_hash", block=int(block)))
 
     async def _genesis_hash(self) -> str:
         if self._genesis is None:
