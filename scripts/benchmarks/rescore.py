@@ -44,8 +44,14 @@ from subnet.scoring.window import Evaluation, gain_ratios, score_window
 _REL, _ABS = 1e-3, 5e-7
 # Decided before scoring from what is not in the log (copies, the held-out draw, which uploads
 # a validator fetched): a replay cannot change them, so it refuses to pretend it did.
-FIXED = ("copy_overlap", "copy_z", "history_windows", "heldout_samples", "audit_fraction",
-         "audit_tolerance")
+FIXED = (
+    "copy_overlap",
+    "copy_z",
+    "history_windows",
+    "heldout_samples",
+    "audit_fraction",
+    "audit_tolerance",
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
