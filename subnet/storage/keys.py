@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from enum import Enum
 
 # Bump on any incompatible change to keys or the wire (2: lanes, 3: deltas, 4: commit-reveal and
-# score reports that name the payload each score is for).
-PROTOCOL_VERSION = 4
+# score reports that name the payload each score is for, 5: audits of training: state digests
+# in every gradient and kind ``train-state``).
+PROTOCOL_VERSION = 5
 ROOT = "beam"
 _WINDOW_DIGITS = 12
 _RUN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
