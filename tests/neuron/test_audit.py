@@ -214,3 +214,25 @@ def test_a_restart_after_the_commit_keeps_the_states_an_audit_needs(audited_worl
     assert stream == m1.line.stream and again.window == held.window == 0
     assert again.metadata() == held.metadata()
     assert restarted.line.state_window == 0
+
+
+def test_audits_that_do_not_fit_before_the_report_run_after_it(audited_world) -> None:
+    """A validator scoring late in its phase (tick 7: past the middle of [reveal_by 7, report
+    8)) reports first and replays after; the liar is banned from the next window on."""
+    holder, m1, m2, validator = roles(audited_world, Inflater)
+    for m in (m1, m2):
+        assert run_at(m, 0) == 0
+    assert run_at(validator, 4) == 0
+    for m in (m1, m2):
+        assert run_at(m, 6) == 1
+    assert run_at(validator, 7) == 1
+    assert verdicts(validator)[m2.rt.hotkey][0] != "rejected"  # reported before the replay
+    audits = records(validator, "audit")
+    assert {a["hotkey"]: (a["ok"], a["deferred"]) for a in audits} == {
+        m1.rt.hotkey: (True, True),
+        m2.rt.hotkey: (False, True),
+    }
+    assert m2.rt.hotkey in validator.audit_banned
+    assert run_at(holder, 8) == 1
+    play(audited_world, holder, [m1, m2], validator, 1)
+    assert records(validator, "scores")[-1]["details"][m2.rt.hotkey] == "audit_banned"
