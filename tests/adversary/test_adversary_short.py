@@ -30,7 +30,7 @@ def record(tmp_path_factory, iambic_1024):
     parser = argparse.ArgumentParser()
     adversarial.add_arguments(parser)
     args = parser.parse_args(["--honest", "3", "--attacks", ",".join([*ATTACKS, SWITCHER]),
-                              "--rounds", "3",
+                              "--rounds", "3", "--audit-fraction", "1",
                               "--block-time", "0.5", "--window-blocks", "60", "--no-clean",
                               "--data", str(iambic_1024 / "iambic-v1024"), "--timeout", "400"])  # fmt: skip
     return {**adversarial.one_run(root / "run", args, [*ATTACKS, SWITCHER]), "root": root / "run"}
@@ -67,6 +67,19 @@ def test_a_copy_is_refused_by_the_commits_and_a_replay_by_the_evidence(record):
     assert "scored" not in copier and "copied" not in copier, copier
     replayer = record["groups"]["stale_replayer"]["verdicts"]
     assert replayer.get("copied", 0) >= 1, replayer
+
+
+def test_every_honest_audit_passes_and_the_lazy_trainer_is_found_out_and_banned(record):
+    # Every accepted upload is audited (audit_fraction 1): the validators replay its training
+    # from the state it committed to. Honest replays give the upload; the lazy trainer's
+    # (1 step trained, H claimed) does not, and each validator that audited it bans it.
+    h = record["groups"]["honest"]
+    assert h["audits"]["passed"] >= 3 and h["audits"]["failed"] == {}, h["audits"]
+    assert h["audit_banned_by"] == 0
+    lazy = record["groups"]["lazy_trainer"]
+    assert lazy["audits"]["passed"] == 0, lazy["audits"]
+    assert set(lazy["audits"]["failed"]) == {"audit_mismatch"}, lazy["audits"]
+    assert lazy["audit_banned_by"] >= 1, lazy
 
 
 def test_bytes_switched_after_the_scoring_are_never_merged_and_get_the_switcher_banned(record):
