@@ -1,6 +1,6 @@
 """Beam's benchmarks: ``python scripts/bench.py NAME [--json] [flags]``.
 
-NAME is ``adversarial``, ``broadcast``, ``compression``, ``convergence``, ``demo_load``, ``faults``,
+NAME is ``adversarial``, ``audit``, ``broadcast``, ``compression``, ``convergence``, ``demo_load``, ``faults``,
 ``rescore``, ``scale`` or ``throughput``
 (``--help`` after NAME lists its flags).
 Defaults fit a 2-core CPU; ``--device cuda`` plus the size flags scale a run up on a GPU. With
@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchmarks import (  # noqa: E402
     adversarial,
+    audit,
     broadcast,
     compression,
     convergence,
@@ -31,6 +32,7 @@ from benchmarks import (  # noqa: E402
 
 BENCHMARKS = {
     "adversarial": adversarial,
+    "audit": audit,
     "broadcast": broadcast,
     "compression": compression,
     "convergence": convergence,
