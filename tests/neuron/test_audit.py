@@ -236,3 +236,20 @@ def test_audits_that_do_not_fit_before_the_report_run_after_it(audited_world) ->
     assert run_at(holder, 8) == 1
     play(audited_world, holder, [m1, m2], validator, 1)
     assert records(validator, "scores")[-1]["details"][m2.rt.hotkey] == "audit_banned"
+
+
+class BlindClock(ManualClock):
+    """A chain clock whose beacon read failed."""
+
+    def beacon(self, tick: int) -> None:
+        return None
+
+
+def test_a_miner_that_cannot_read_the_beacon_writes_its_states_anyway(audited_world) -> None:
+    holder, m1, m2, validator = roles(audited_world)
+    m1.rt.clock = BlindClock([0])
+    assert m1.run(max_windows=1) == 0
+    m1.rt.clock = BlindClock([6])
+    assert m1.run(max_windows=1) == 1
+    keys = [info.key for info in audited_world.stores["m1"].list("beam/")]
+    assert [k for k in keys if "/train-state/" in k], keys
