@@ -76,10 +76,15 @@ def beacon(rt: Any, window: int) -> str | None:
         return None
 
 
-def is_audited(rt: Any, lane: str, window: int, hotkey: str, draw: str | None) -> bool:
-    """Whether ``draw`` (the window's beacon) selects ``hotkey``'s upload."""
+def is_audited(rt: Any, lane: str, window: int, hotkey: str, draw: str | None,
+               fresh: bool = False) -> bool:  # fmt: skip
+    """Whether ``hotkey``'s upload is audited: ``draw`` (the window's beacon) selects it, or it
+    trained from a ``fresh`` state (a new sender's first upload, or one that started over: on
+    probation, since nothing it sent before vouches for it). Never without a beacon."""
     p = rt.cfg.protocol
-    return audited(draw, p.run, lane, window, hotkey, p.scoring.audit_fraction)
+    if draw is None or p.scoring.audit_fraction <= 0:
+        return False
+    return fresh or audited(draw, p.run, lane, window, hotkey, p.scoring.audit_fraction)
 
 
 @dataclass

@@ -191,7 +191,8 @@ class Miner(BaseNeuron):
             # an audit without the states bans. Write them (bytes) rather than guess.
             logger.warning("window {}: could not read the audit beacon; writing the training "
                            "states in case this upload is audited", sealed.window)  # fmt: skip
-        elif not is_audited(self.rt, sealed.lane, sealed.window, self.rt.hotkey, draw):
+        elif not is_audited(self.rt, sealed.lane, sealed.window, self.rt.hotkey, draw,
+                            fresh=not held[1].before):  # fmt: skip
             return
         write_states(self.rt, sealed.lane, held[1])
         logger.info("window {}: this upload is audited; wrote its training states",

@@ -43,7 +43,7 @@ from ..scoring.report import encode_digests, encode_report
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind, object_key
 from ..wire import publish_envelope
-from .audit import AuditFailed, Replayer, beacon, is_audited
+from .audit import FRESH, STATE_IN, AuditFailed, Replayer, beacon, is_audited
 from .base import BaseNeuron
 from .commits import CommitSnapshot
 from .equivocation import KEEP_WINDOWS, Equivocations
@@ -270,8 +270,9 @@ class Validator(BaseNeuron):
         if not self.commit_reveal or p.scoring.audit_fraction <= 0 or not got.accepted:
             return
         draw = beacon(self.rt, window)
-        chosen = [hk for hk in sorted(got.accepted)
-                  if is_audited(self.rt, self.grads, window, hk, draw)]  # fmt: skip
+        chosen = [hk for hk, u in sorted(got.accepted.items())
+                  if is_audited(self.rt, self.grads, window, hk, draw,
+                                fresh=u.metadata.get(STATE_IN) == FRESH)]  # fmt: skip
         cfg = p.window
         cutoff = self.rt.windows.start(window) + (cfg.reveal_by + cfg.report_deadline) // 2
         for hotkey in chosen:
@@ -288,10 +289,18 @@ class Validator(BaseNeuron):
                            len(self.deferred[1]))  # fmt: skip
 
     def _audit_deferred(self) -> None:
-        """The audits ``_audit`` left for after the report."""
+        """The audits ``_audit`` left for after the report, until the middle of the next
+        window's upload phase (the validator must be polling the commits by then)."""
         window, uploads = self.deferred
         self.deferred = (-1, {})
+        stop = self.rt.windows.start(window + 1) + self.rt.cfg.protocol.window.upload_deadline // 2
         for hotkey, upload in uploads.items():
+            if self.rt.clock.now() >= stop:
+                dropped = [hk for hk in uploads if hk >= hotkey]
+                logger.warning("window {}: {} audit(s) dropped: out of time", window,
+                               len(dropped))  # fmt: skip
+                self.rt.metrics.log("audits_dropped", window=window, hotkeys=dropped)
+                return
             self._replay(window, hotkey, upload, deferred=True)
 
     def _replay(

@@ -253,3 +253,20 @@ def test_a_miner_that_cannot_read_the_beacon_writes_its_states_anyway(audited_wo
     assert m1.run(max_windows=1) == 1
     keys = [info.key for info in audited_world.stores["m1"].list("beam/")]
     assert [k for k in keys if "/train-state/" in k], keys
+
+
+def test_a_fresh_state_is_always_audited_and_a_continued_one_only_when_drawn(
+    world_with, monkeypatch
+) -> None:
+    """Probation: an upload trained from a fresh state (a new sender, or one that started over)
+    is audited whatever the draw; later ones only when the beacon draws them."""
+    monkeypatch.setattr(validator_module, "random_sample_ids",
+                        functools.partial(random_sample_ids, seed=0))  # fmt: skip
+    world = world_with({"holder": "holder", "v1": "validator", "m1": "miner", "m2": "miner"},
+                       scoring={"audit_fraction": 1e-12})  # fmt: skip
+    holder, m1, m2, validator = roles(world)
+    play(world, holder, [m1, m2], validator, 0)
+    assert {a["hotkey"] for a in records(validator, "audit")} == {m1.rt.hotkey, m2.rt.hotkey}
+    play(world, holder, [m1, m2], validator, 1)
+    assert len(records(validator, "audit")) == 2  # nothing drawn in window 1
+    assert {v[0] for v in verdicts(validator).values()} == {"scored"}
