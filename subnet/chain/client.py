@@ -54,10 +54,12 @@ class ChainClient:
         """The current block number."""
         return int(self.subtensor.block)
 
-    def block_hash(self, block: int) -> str:
-        """The hash of ``block`` (a beacon nobody knows before the block is made)."""
+    def block_hash(self, block: int) -> str | None:
+        """The hash of ``block`` (a beacon nobody knows before the block is made); None when the
+        node does not have it."""
         # The SDK's sync facade has no public block-hash read; its client has (bittensor.client).
-        return str(self.subtensor._call(self.subtensor._client._block_hash(int(block))))
+        value = self.subtensor._call(self.subtensor._client._block_hash(int(block)))
+        return None if value is None else str(value)
 
     def metagraph(self) -> bt.Metagraph:
         """The subnet's metagraph with commitments; ChainSetupError if the subnet is absent."""

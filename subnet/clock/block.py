@@ -21,8 +21,8 @@ class BlockSource(Protocol):
         """Each new block as the chain produces it."""
         ...
 
-    def block_hash(self, block: int) -> str:
-        """The hash of a block the chain has made."""
+    def block_hash(self, block: int) -> str | None:
+        """The hash of a block the chain has made (None if the node does not have it)."""
         ...
 
 
@@ -44,4 +44,4 @@ class BlockClock:
         """A value nobody knew before ``tick``: its block hash (None before the block exists)."""
         if tick > self.now():
             return None
-        return self.chain.block_hash(tick)
+        return self.chain.block_hash(tick) or None

@@ -46,6 +46,9 @@ from .steps import Action, Step
 
 # Training states of an upload not yet revealed, in a miner's state file: ``held:<lane>:...``
 _HELD = "held"
+# Windows after which a training state is not continued: the upload that committed to it may
+# have expired from the bucket (docs/miner.md suggests 7 days: 1,680 six-minute windows).
+MAX_STATE_AGE = 1000
 
 
 class NonFinite(ArithmeticError):
@@ -74,16 +77,24 @@ class Miner(BaseNeuron):
 
     def observe(self, tick: int, window: int, offset: int) -> None:
         self.pacer.observe(tick)  # measures the tick (block) time
-        for sealed in [s for s in self.sealed.values() if s.pending]:  # a reveal that failed
-            if sealed.window == window and offset < self.rt.cfg.protocol.window.report_deadline:
-                self.send_reveal(sealed)
-            elif sealed.window != window:
-                del self.sealed[sealed.lane]  # its window is over: nobody would score it now
-                held = self.held.pop(sealed.lane, None)
-                if held is not None and held[0] in self.lines:
-                    # Its state_out was committed but never revealed: no later upload can
-                    # continue it verifiably (``audit.py``), so the next one starts fresh.
-                    self.lines[held[0]].start_over(self.rt.cfg.protocol.compression.ef_decay)
+        # A reveal that failed, or one a stall or restart let pass, goes out late: nobody pays
+        # it now, but an audit drawn for it is still owed (validators check it a window later)
+        # and the next upload's state continues its committed state.
+        for sealed in [s for s in self.sealed.values() if s.pending or s.window < window]:
+            self.settle(sealed, last_chance=sealed.window < window - 1)
+
+    def settle(self, sealed: Sealed, last_chance: bool = False) -> None:
+        """Reveal ``sealed`` now; if that fails on the ``last_chance`` (two windows on, or
+        before training a later window), drop it and start its line over: no later upload
+        could continue a state committed in an upload nobody can read."""
+        if self.send_reveal(sealed) or not last_chance:
+            return
+        del self.sealed[sealed.lane]
+        held = self.held.pop(sealed.lane, None)
+        logger.warning("window {}: the upload committed on {} was never revealed; its model "
+                       "line starts over with fresh training state", sealed.window, sealed.lane)  # fmt: skip
+        if held is not None and held[0] in self.lines:
+            self.lines[held[0]].start_over(self.rt.cfg.protocol.compression.ef_decay)
 
     def setup(self) -> None:
         """The dataset (NotReady until the holder published it), each model line's replica,
@@ -130,6 +141,8 @@ class Miner(BaseNeuron):
         out instead of the update (gossip).
         """
         self.line = self.lines[stream_of(self.rt, self.slot, step.plan)]
+        for earlier in [s for s in self.sealed.values() if s.window < step.window]:
+            self.settle(earlier, last_chance=True)  # out now, or dropped: the chain holds
         sealed = self.sealed.get(step.lane or "")
         if sealed is not None and sealed.window == step.window:
             # Restarted after committing: training again would make other bytes than the ones
@@ -218,8 +231,10 @@ class Miner(BaseNeuron):
         start = self.replica.snapshot()
         kept = line.keep_optimizer
         before = capture(line.optimizer if kept else None, line.ef)
-        if before and line.state_window is None:  # a state no upload committed to (an older
-            line.start_over(p.compression.ef_decay)  # state file): it cannot be audited
+        if before and (line.state_window is None or window - line.state_window > MAX_STATE_AGE):
+            # A state no upload committed to (an older state file), or one so old that its
+            # upload may have expired from the bucket: it could not be audited
+            line.start_over(p.compression.ef_decay)
             before = {}
         self.held_now = None
         batches = progress(self.data.batches(ids, inner.micro_batch), desc=f"window {window}",
@@ -227,8 +242,10 @@ class Miner(BaseNeuron):
         try:
             paced = self.pacer.train(window, self.replica, batches, self.optimizer,
                                      train=self.trainer.train, inner=inner)  # fmt: skip
-        except WindowSkipped:
-            self.rewind(line, before)  # steps taken and abandoned must not change the state
+        except BaseException:
+            # Steps taken and abandoned (a skip, a failed read, a lost rank) must not change
+            # the state the next upload says it continues.
+            self.rewind(line, before)
             raise
         result = paced.result
         ids = ids[: result.steps * inner.micro_batch * inner.accumulation]  # trained prefix

@@ -13,7 +13,6 @@ scores are offered to the runtime's weight sink (on a chain: weights every tempo
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
@@ -23,7 +22,6 @@ from loguru import logger
 
 from ..compression import build_compressor
 from ..data import random_sample_ids
-from ..model import build_model
 from ..scoring import (
     Evaluation,
     FingerprintLog,
@@ -43,12 +41,12 @@ from ..scoring.report import encode_digests, encode_report
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind, object_key
 from ..wire import publish_envelope
-from .audit import FRESH, STATE_IN, AuditFailed, Replayer, beacon, is_audited
+from .auditor import Auditor
 from .base import BaseNeuron
 from .commits import CommitSnapshot
 from .equivocation import KEEP_WINDOWS, Equivocations
 from .replica import Replica
-from .rules import DATA_RULES, inner_config, lane_data_rule
+from .rules import DATA_RULES, lane_data_rule
 from .state import prefixed, unprefixed
 from .steps import Action, Step
 from .uploads import Received, WindowUploads, collect_uploads
@@ -91,10 +89,9 @@ class Validator(BaseNeuron):
         self.snapshot = CommitSnapshot()
         # Senders the holder's seals prove signed two payloads for a window: banned
         self.equivocations = Equivocations(rt.cfg.protocol.run, self.grads)
-        # Senders an audit caught (hotkey -> the window): their training is not what they sent
-        self.audit_banned: dict[str, int] = {}
-        # Audits that did not fit before the report (window, hotkey -> upload): run after it
-        self.deferred: tuple[int, dict[str, Received]] = (-1, {})
+        # Audits of training (``auditor.py``): a sender whose upload its replay does not give
+        # is banned: its moving score and record go
+        self.auditor = Auditor(rt, self.grads, self._drop, self.assigned)
 
     def setup(self) -> None:
         """The dataset (NotReady until the holder published it) and the model replica."""
@@ -102,10 +99,7 @@ class Validator(BaseNeuron):
         self.replica = Replica(self.rt, self.data.vocab_size,
                                self.rt.read_lane(self.slot, "model-manifest").name)  # fmt: skip
         self.compressor = build_compressor(self.rt.cfg.protocol.compression)
-        p = self.rt.cfg.protocol
-        self.replayer = Replayer(build_model(p.model, vocab_size=self.data.vocab_size, seed=p.seed),
-                                 inner_config(self.rt), self.compressor,
-                                 p.compression.ef_decay, p.scoring.audit_tolerance)  # fmt: skip
+        self.auditor.setup(self.data, self.replica, self.compressor)
 
     def replica_of(self, step: Step) -> Replica:
         """The model a step starts from: the validator follows one."""
@@ -113,11 +107,17 @@ class Validator(BaseNeuron):
 
     def score(self, step: Step) -> ScoreReport:
         """The ``score`` action: sync, score the window, report on the step's lane, offer weights."""
+        self.auditor.settle()  # owed audits, while the replica still holds their window's model
         self.sync(step.window)
         report = self.step(step.window)
         self.publish(step.window, report, lane=step.lane)
-        self._audit_deferred()  # the report is out: the replays left over may take their time
+        self.auditor.after_report()  # the report is out: the replays left over may take time
         return report
+
+    def _drop(self, hotkey: str) -> None:
+        """A banned sender's moving score and track record go."""
+        self.moving.pop(hotkey, None)
+        self.records.pop(hotkey, None)
 
     actions: ClassVar[dict[str, Action]] = {"score": score}
 
@@ -181,10 +181,7 @@ class Validator(BaseNeuron):
         for hotkey in self.equivocations.banned.keys() & got.accepted.keys():
             del got.accepted[hotkey]
             got.rejected[hotkey] = "equivocated"
-        for hotkey in self.audit_banned.keys() & got.accepted.keys():
-            del got.accepted[hotkey]
-            got.rejected[hotkey] = "audit_banned"
-        self._audit(window, got)
+        self.auditor.audit(window, got, commits)
         after = self._after_deadline(window, got.accepted)
         evaluations, copies = self._assess(
             window, {hk: u for hk, u in got.accepted.items() if hk not in after}
@@ -257,78 +254,6 @@ class Validator(BaseNeuron):
         got.missing |= uncommitted - set(refused)
         got.rejected |= refused
         return got, commits, unreadable
-
-    def _audit(self, window: int, got: WindowUploads) -> None:
-        """Replay the uploads the window's beacon selects (``audit.py``); a sender whose upload
-        the replay does not give is rejected now and banned from here on.
-
-        Replays run while the window's clock is in the first half of the scoring phase (after
-        ``reveal_by``); those left over (a slow or busy machine) run after the report is out,
-        so their senders are banned a window later instead of the report being late."""
-        p = self.rt.cfg.protocol
-        self.deferred = (window, {})
-        if not self.commit_reveal or p.scoring.audit_fraction <= 0 or not got.accepted:
-            return
-        draw = beacon(self.rt, window)
-        chosen = [hk for hk, u in sorted(got.accepted.items())
-                  if is_audited(self.rt, self.grads, window, hk, draw,
-                                fresh=u.metadata.get(STATE_IN) == FRESH)]  # fmt: skip
-        cfg = p.window
-        cutoff = self.rt.windows.start(window) + (cfg.reveal_by + cfg.report_deadline) // 2
-        for hotkey in chosen:
-            if self.rt.clock.now() >= cutoff:
-                self.deferred[1][hotkey] = got.accepted[hotkey]
-                continue
-            reason = self._replay(window, hotkey, got.accepted[hotkey])
-            if reason is not None:
-                del got.accepted[hotkey]
-                got.rejected[hotkey] = reason
-        if self.deferred[1]:
-            logger.warning("window {}: {} audit(s) did not fit before the report; they run "
-                           "after it (a failure then bans from the next window on)", window,
-                           len(self.deferred[1]))  # fmt: skip
-
-    def _audit_deferred(self) -> None:
-        """The audits ``_audit`` left for after the report, until the middle of the next
-        window's upload phase (the validator must be polling the commits by then)."""
-        window, uploads = self.deferred
-        self.deferred = (-1, {})
-        stop = self.rt.windows.start(window + 1) + self.rt.cfg.protocol.window.upload_deadline // 2
-        for hotkey, upload in uploads.items():
-            if self.rt.clock.now() >= stop:
-                dropped = [hk for hk in uploads if hk >= hotkey]
-                logger.warning("window {}: {} audit(s) dropped: out of time", window,
-                               len(dropped))  # fmt: skip
-                self.rt.metrics.log("audits_dropped", window=window, hotkeys=dropped)
-                return
-            self._replay(window, hotkey, upload, deferred=True)
-
-    def _replay(
-        self, window: int, hotkey: str, upload: Received, deferred: bool = False
-    ) -> str | None:
-        """Audit one upload; the reason it failed (its sender is then banned), or None."""
-        ids = self.assigned(window)(hotkey)[: upload.samples or None]
-        batches = self.data.batches(ids, self.replayer.inner.micro_batch)
-        started = time.perf_counter()
-        try:
-            error = self.replayer.check(self.rt, self.grads, window, hotkey, upload,
-                                        self.replica.state, batches)  # fmt: skip
-        except AuditFailed as failed:
-            seconds = round(time.perf_counter() - started, 3)
-            self.audit_banned[hotkey] = window
-            self.moving.pop(hotkey, None)
-            self.records.pop(hotkey, None)
-            logger.warning("window {} {}: audit failed, banned ({})", window, hotkey[:8], failed)
-            self.rt.metrics.log("audit", window=window, hotkey=hotkey, ok=False,
-                                reason=failed.reason, detail=failed.detail, seconds=seconds,
-                                deferred=deferred)  # fmt: skip
-            return failed.reason
-        seconds = round(time.perf_counter() - started, 3)
-        logger.info("window {} {}: audit passed (replay error {:.2g}, {:.1f}s)", window,
-                    hotkey[:8], error, seconds)  # fmt: skip
-        self.rt.metrics.log("audit", window=window, hotkey=hotkey, ok=True, error=error,
-                            seconds=seconds, deferred=deferred)  # fmt: skip
-        return None
 
     def _after_deadline(self, window: int, accepted: dict[str, Received]) -> set[str]:
         """Accepted uploads that were not there when this validator looked at the deadline tick.
@@ -430,7 +355,7 @@ class Validator(BaseNeuron):
         meta = {"version": self.replica.version, "moving": self.moving, "records": self.records,
                 "last_weights_block": self.last_weights_block,
                 "equivocations": self.equivocations.state(),
-                "audit_banned": self.audit_banned}  # fmt: skip
+                "audits": self.auditor.state()}  # fmt: skip
         return meta, prefixed(self.replica.state or {}, "model")
 
     def restore(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
@@ -439,7 +364,7 @@ class Validator(BaseNeuron):
         self.records = {k: [float(x) for x in v] for k, v in meta.get("records", {}).items()}
         self.last_weights_block = int(meta.get("last_weights_block", 0))
         self.equivocations.restore(meta.get("equivocations", {}))
-        self.audit_banned = {k: int(v) for k, v in meta.get("audit_banned", {}).items()}
+        self.auditor.restore(meta.get("audits", {}))
         self.replica.restore(meta.get("version"), unprefixed(tensors, "model"))
 
 

@@ -79,9 +79,13 @@ def replay_errors(
     return errors
 
 
-def first_failure(errors: Mapping[str, float], tolerance: float) -> tuple[str, float] | None:
-    """``(part, error)`` of the first part above ``tolerance`` (the update first), else None."""
+def first_failure(
+    errors: Mapping[str, float], tolerance: float, state_tolerance: float | None = None
+) -> tuple[str, float] | None:
+    """``(part, error)`` of the first part above its tolerance (the update first), else None:
+    ``tolerance`` for the update, ``state_tolerance`` (default: the same) for the state parts."""
     for part, error in errors.items():
-        if not error <= tolerance:  # NaN fails too
+        limit = tolerance if part == "update" or state_tolerance is None else state_tolerance
+        if not error <= limit:  # NaN fails too
             return part, error
     return None

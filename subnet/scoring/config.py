@@ -131,8 +131,18 @@ class ScoringConfig(BaseModel):
         gt=0.0,
         le=1.0,
         description=(
-            "relative L2 difference between a replay and the miner's update (or its new state) "
-            "above which the audit fails; honest replays on one machine differ by about 0"
+            "relative L2 difference between a replay and the miner's update above which the "
+            "audit fails; honest replays on one machine differ by 0 (bench.py audit)"
+        ),
+    )
+    audit_state_tolerance: float = Field(
+        0.01,
+        gt=0.0,
+        le=1.0,
+        description=(
+            "the same for each part of the new training state (error feedback, moments), which "
+            "replays give far more exactly than the 2-bit update, and whose error feedback is "
+            "several times the update's norm: a bias hidden there must stay this small"
         ),
     )
 

@@ -137,7 +137,7 @@ def test_an_inflated_update_fails_its_audit_and_its_sender_stays_banned(audited_
     assert records(validator, "scores")[-1]["moving"].get(m2.rt.hotkey, 0.0) == 0.0
     # A restarted validator keeps the ban.
     again = Validator(audited_world.runtimes["v1"])
-    assert again.try_setup() and m2.rt.hotkey in again.audit_banned
+    assert again.try_setup() and m2.rt.hotkey in again.auditor.banned
 
 
 def test_a_state_that_does_not_continue_the_committed_one_fails(audited_world) -> None:
@@ -232,7 +232,7 @@ def test_audits_that_do_not_fit_before_the_report_run_after_it(audited_world) ->
         m1.rt.hotkey: (True, True),
         m2.rt.hotkey: (False, True),
     }
-    assert m2.rt.hotkey in validator.audit_banned
+    assert m2.rt.hotkey in validator.auditor.banned
     assert run_at(holder, 8) == 1
     play(audited_world, holder, [m1, m2], validator, 1)
     assert records(validator, "scores")[-1]["details"][m2.rt.hotkey] == "audit_banned"
@@ -270,3 +270,65 @@ def test_a_fresh_state_is_always_audited_and_a_continued_one_only_when_drawn(
     play(world, holder, [m1, m2], validator, 1)
     assert len(records(validator, "audit")) == 2  # nothing drawn in window 1
     assert {v[0] for v in verdicts(validator).values()} == {"scored"}
+
+
+class Withholder(Inflater):
+    """Never reveals an upload it knows is drawn for audit (the beacon is out before reveals)."""
+
+    def send_reveal(self, sealed) -> bool:
+        return False
+
+
+def _window0_without(world, holder, validator, present, absent) -> None:
+    """Window 0 with ``absent`` committing but not revealing in time (it is not run at 6)."""
+    for m in (*present, absent):
+        assert run_at(m, 0) == 0
+    assert run_at(validator, 4) == 0
+    for m in present:
+        assert run_at(m, 6) == 1
+    assert run_at(validator, 6, 7) == 1  # waits for the reveal it lacks until reveal_by
+    assert run_at(holder, 8) == 1
+
+
+def test_a_drawn_sender_that_withholds_its_upload_is_banned_a_window_later(audited_world) -> None:
+    holder, m1, m2, validator = roles(audited_world, Withholder)
+    _window0_without(audited_world, holder, validator, [m1], m2)
+    assert verdicts(validator)[m2.rt.hotkey][0] == "missing"
+    assert validator.auditor.owed[m2.rt.hotkey][0] == 0
+    assert run_at(m1, 10) == 0 and run_at(m2, 10) == 0
+    assert run_at(validator, 14) == 0
+    assert run_at(m1, 16) == 1 and run_at(m2, 16) == 1
+    assert run_at(validator, 16, 17) == 1  # settles window 0's owed audit first
+    failed = [a for a in records(validator, "audit") if not a["ok"]]
+    assert [(a["window"], a["hotkey"], a["reason"]) for a in failed] == [
+        (0, m2.rt.hotkey, "audit_unrevealed")
+    ]
+    assert m2.rt.hotkey in validator.auditor.banned
+
+
+def test_an_honest_miner_that_missed_its_reveal_reveals_late_and_passes(audited_world) -> None:
+    holder, m1, m2, validator = roles(audited_world)
+    _window0_without(audited_world, holder, validator, [m2], m1)
+    assert m1.rt.hotkey in validator.auditor.owed
+    play(audited_world, holder, [m1, m2], validator, 1)  # m1 reveals window 0 before training
+    audits = records(validator, "audit")
+    assert all(a["ok"] for a in audits), audits
+    late = [a for a in audits if a["hotkey"] == m1.rt.hotkey and a["window"] == 0]
+    assert len(late) == 1 and late[0]["deferred"]  # the owed audit, a window later
+    assert verdicts(validator)[m1.rt.hotkey][0] == "scored"  # its chain continued window 0
+    assert not validator.auditor.banned
+
+
+def test_a_replay_the_validator_itself_fails_bans_nobody(audited_world, monkeypatch) -> None:
+    import subnet.neuron.audit as audit_module
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("out of memory (the validator's)")
+
+    monkeypatch.setattr(audit_module, "train_inner", broken)
+    holder, m1, m2, validator = roles(audited_world, Inflater)
+    play(audited_world, holder, [m1, m2], validator, 0)
+    audits = records(validator, "audit")
+    assert {a["reason"] for a in audits} == {"inconclusive"} and len(audits) == 2
+    assert not validator.auditor.banned
+    assert verdicts(validator)[m1.rt.hotkey][0] == "scored"
