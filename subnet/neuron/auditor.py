@@ -6,9 +6,9 @@ validator's bookkeeping around them, window by window:
 * **Before the scores** (``audit``): the senders it banned before are refused
   (``audit_banned``). An upload whose ``state_in`` is not the ``state_out`` this validator saw
   the same sender commit to for ``state_from`` fails at once (``audit_broken_chain``, no replay).
+  One it did not see committed is checked against ``state_from``'s own upload (a small read).
   The rest are audited when the window's beacon draws them, or on **probation**: trained from a
-  fresh state, or from one this validator never saw committed (a new sender, or one claiming a
-  history it may not have). Drawn ones go first, in the order of their draw. Replays run until
+  fresh state (a new sender, or one that started over), which the miner answers unasked. Drawn ones go first, in the order of their draw. Replays run until
   the middle of the scoring phase; the rest run after the report (``after_report``), until the
   middle of the next upload phase, and their failures ban from then on.
 * **Owed audits**: a sender the beacon drew that committed but did not reveal in time must
@@ -36,6 +36,7 @@ from .audit import (
     Replayer,
     beacon,
     claims,
+    committed_out,
     is_audited,
 )
 from .rules import inner_config
@@ -96,13 +97,18 @@ class Auditor:
                 probation.insert(0, hotkey)  # fails at once, without a replay
                 continue
             known = self.outs.get(hotkey, {}).get(source) if source is not None else None
-            if known is not None and known != digest_in:
-                self._fail(window, hotkey, AuditFailed("audit_broken_chain", f"state_in is not "
-                           f"the state its upload of window {source} committed to"), 0.0, got)  # fmt: skip
+            try:
+                if known is None and source is not None:  # not seen here: read the link
+                    known = committed_out(self.rt, self.lane, source, hotkey)
+                if source is not None and known != digest_in:
+                    raise AuditFailed("audit_broken_chain", f"state_in is not the state its "
+                                      f"upload of window {source} committed to")  # fmt: skip
+            except AuditFailed as failed:
+                self._fail(window, hotkey, failed, 0.0, got)
                 continue
             if is_audited(self.rt, self.lane, window, hotkey, draw):
                 drawn.append(hotkey)
-            elif draw is not None and (digest_in == FRESH or known is None):
+            elif draw is not None and digest_in == FRESH:
                 probation.append(hotkey)
         run = self.rt.cfg.protocol.run
         order = sorted(drawn, key=lambda hk: audit_draw(draw or "", run, self.lane, window, hk))

@@ -332,3 +332,24 @@ def test_a_replay_the_validator_itself_fails_bans_nobody(audited_world, monkeypa
     assert {a["reason"] for a in audits} == {"inconclusive"} and len(audits) == 2
     assert not validator.auditor.banned
     assert verdicts(validator)[m1.rt.hotkey][0] == "scored"
+
+
+def test_a_newcomer_claiming_a_history_it_does_not_have_fails_at_once(audited_world) -> None:
+    """Probation cannot be dodged by naming a made-up earlier state: the link is read from the
+    upload it names, audited or not."""
+    holder, m1, m2, validator = roles(audited_world)
+    play(audited_world, holder, [m1], validator, 0)  # m2 sends nothing in window 0
+    assert run_at(m1, 10) == 0
+    assert m2.try_setup()
+    m2.line.ef.buffers = {
+        n: torch.full_like(q.detach(), 1e-3) for n, q in m2.replica.model.named_parameters()
+    }
+    m2.line.state_window = 0  # "continues" an upload of window 0 that does not exist
+    assert run_at(m2, 10) == 0
+    assert run_at(validator, 14) == 0
+    for m in (m1, m2):
+        assert run_at(m, 16) == 1
+    assert run_at(validator, 16) == 1
+    failed = [a for a in records(validator, "audit") if not a["ok"]]
+    assert [(a["hotkey"], a["reason"]) for a in failed] == [(m2.rt.hotkey, "audit_broken_chain")]
+    assert failed[0]["seconds"] == 0.0  # no replay: the link alone decides
