@@ -199,10 +199,13 @@ def _collect(root: Path, graph, names: dict[str, list[str]]) -> dict:
             r["verdicts"][h][0] for r in scores for h in hotkeys if h in r["verdicts"])),
             "banned_by": sum(1 for banned in bans if banned & set(hotkeys)),
             "named_in": sum(1 for v in versions if set(v.get("named", ())) & set(hotkeys)),
-            "audits": {"passed": sum(a["ok"] for m in mine for a in m),
-                       "failed": dict(Counter(a["reason"] for m in mine for a in m if not a["ok"])),
-                       "seconds_max": max((a["seconds"] for m in mine for a in m), default=0.0)},
-            "audit_banned_by": sum(1 for m in mine if any(not a["ok"] for a in m))}  # fmt: skip
+            "audits": {"passed": sum(a["ok"] is True for m in mine for a in m),
+                       "failed": dict(Counter(a["reason"] for m in mine for a in m
+                                              if a["ok"] is False)),
+                       "inconclusive": sum(a["ok"] is None for m in mine for a in m),
+                       "seconds_max": max((a.get("seconds", 0.0) for m in mine for a in m),
+                                          default=0.0)},
+            "audit_banned_by": sum(1 for m in mine if any(a["ok"] is False for a in m))}  # fmt: skip
     groups["honest"]["overlap"] = _honest_overlap(validators, set(names["honest"]))
     # The best single honest miner, measure by measure: what an attacker that does the honest
     # work (an inflater) may earn, and no more.

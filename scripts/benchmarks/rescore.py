@@ -129,7 +129,7 @@ def replay(events: Iterable[Mapping], cfg: ScoringConfig) -> tuple[dict[str, flo
     moving: dict[str, float] = {}
     checked = {"scores": [0, 0], "moving": [0, 0]}
     for i, e in enumerate(events):
-        if e.get("event") == "equivocation" or (e.get("event") == "audit" and not e["ok"]):
+        if e.get("event") == "equivocation" or (e.get("event") == "audit" and e["ok"] is False):
             moving.pop(e["hotkey"], None)
             records.pop(e["hotkey"], None)
             continue
