@@ -229,3 +229,18 @@ def test_a_spoiled_run_folder_is_one_error_line(tmp_path: Path, what: str) -> No
 def test_a_folder_that_is_not_a_run_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="^error: .* is not a finished run"):
         _run(tmp_path)
+
+
+def test_a_failed_audit_is_a_ban_in_the_replay_and_an_inconclusive_one_is_not(
+    tmp_path: Path,
+) -> None:
+    after = [Window([_ev(hk, 0.010, 0.004) for hk in ("h2", "h3")], MINERS,
+                    missing={"h1", "weak"}, banned=["h1"] if w == 2 else [])
+             for w in (2, 3)]  # fmt: skip
+    root = _write_run(tmp_path, [*SIMPLE, *after])
+    events = rescore._events(root / "state/validator-5Fake/metrics.jsonl")
+    as_audit = [{"event": "audit", "window": e["window"], "hotkey": e["hotkey"], "ok": False}
+                if e["event"] == "equivocation" else e for e in events]  # fmt: skip
+    assert rescore.replay(as_audit, ScoringConfig())[0]["h1"] == 0.0
+    inconclusive = [dict(e, ok=None) if e["event"] == "audit" else e for e in as_audit]
+    assert rescore.replay(inconclusive, ScoringConfig())[0]["h1"] > 0.0
