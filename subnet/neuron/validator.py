@@ -107,11 +107,10 @@ class Validator(BaseNeuron):
 
     def score(self, step: Step) -> ScoreReport:
         """The ``score`` action: sync, score the window, report on the step's lane, offer weights."""
-        self.auditor.settle()  # owed audits, while the replica still holds their window's model
         self.sync(step.window)
         report = self.step(step.window)
         self.publish(step.window, report, lane=step.lane)
-        self.auditor.after_report()  # the report is out: the replays left over may take time
+        self.auditor.after_report(step.window)  # the report is out: idle time for the rest
         return report
 
     def _drop(self, hotkey: str) -> None:

@@ -294,7 +294,7 @@ def test_a_drawn_sender_that_withholds_its_upload_is_banned_a_window_later(audit
     holder, m1, m2, validator = roles(audited_world, Withholder)
     _window0_without(audited_world, holder, validator, [m1], m2)
     assert verdicts(validator)[m2.rt.hotkey][0] == "missing"
-    assert validator.auditor.owed[m2.rt.hotkey][0] == 0
+    assert validator.auditor.owed[m2.rt.hotkey].window == 0
     assert run_at(m1, 10) == 0 and run_at(m2, 10) == 0
     assert run_at(validator, 14) == 0
     assert run_at(m1, 16) == 1 and run_at(m2, 16) == 1
@@ -352,4 +352,4 @@ def test_a_newcomer_claiming_a_history_it_does_not_have_fails_at_once(audited_wo
     assert run_at(validator, 16) == 1
     failed = [a for a in records(validator, "audit") if not a["ok"]]
     assert [(a["hotkey"], a["reason"]) for a in failed] == [(m2.rt.hotkey, "audit_broken_chain")]
-    assert failed[0]["seconds"] == 0.0  # no replay: the link alone decides
+    assert failed[0]["seconds"] < 1.0  # no training: the link alone decides
