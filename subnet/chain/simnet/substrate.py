@@ -55,6 +55,7 @@ class SimSubstrate:
         self.token_symbols: dict[int, str] = {}
         self._genesis: str | None = None
         self._block_time = 1.0
+        self._hashes: dict[int, str] = {}  # block -> its hash, once made (it never changes)
 
     async def _call(self, method: str, **params: Any) -> Any:
         return await asyncio.to_thread(post, self.url, method, params, self.timeout)
@@ -84,10 +85,17 @@ class SimSubstrate:
         return await self.block_number()
 
     async def block_hash(self, block: int | None = None) -> str:
-        """Hash of ``block`` (default: head), as the server made it (it mixes in a secret)."""
+        """Hash of ``block`` (default: head), as the server made it (it mixes in a secret). A
+        made block's hash never changes, so each is asked for once (the SDK asks on every read
+        at a block)."""
         if block is None:
             block = await self.block_number()
-        return str(await self._call("block_hash", block=int(block)))
+        block = int(block)
+        if block not in self._hashes:
+            if len(self._hashes) > 4096:
+                self._hashes.clear()
+            self._hashes[block] = str(await self._call("block_hash", block=block))
+        return self._hashes[block]
 
     async def _genesis_hash(self) -> str:
         if self._genesis is None:
