@@ -235,8 +235,12 @@ class Auditor:
         batches = self.data.batches(ids, self.replayer.inner.micro_batch)
         started = time.perf_counter()
         try:
+            digest_in, source, _ = claims(upload.metadata, window)
+            # A link this validator saw committed needs no second read
+            seen = source is not None and self.outs.get(hotkey, {}).get(source) == digest_in
             error = self.replayer.check(self.rt, self.lane, window, hotkey, upload,
-                                        self.replica.state if base is None else base, batches)  # fmt: skip
+                                        self.replica.state if base is None else base, batches,
+                                        link_known=seen)  # fmt: skip
         except AuditFailed as failed:
             self._fail(window, hotkey, failed, time.perf_counter() - started, got, deferred)
             return

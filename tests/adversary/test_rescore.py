@@ -83,6 +83,13 @@ def _write_run(root: Path, windows: list[Window], groups: dict | None = None) ->
     return root
 
 
+def _h1_banned_then_silent() -> list[Window]:
+    """Windows 2 and 3: h1 banned before window 2 and missing from then on."""
+    return [Window([_ev(hk, 0.010, 0.004) for hk in ("h2", "h3")], MINERS,
+                   missing={"h1", "weak"}, banned=["h1"] if w == 2 else [])
+            for w in (2, 3)]  # fmt: skip
+
+
 def _run(root: Path, *settings: str) -> dict:
     return rescore.run(argparse.Namespace(root=root, set=list(settings)))
 
@@ -161,9 +168,7 @@ def test_an_equivocator_s_ban_drops_its_moving_score_even_when_it_stops_uploadin
 ) -> None:
     # Banned in the sync before window 2, and missing from then on: the validator dropped its
     # moving score at the ban, so nothing is left to decay.
-    after = [Window([_ev(hk, 0.010, 0.004) for hk in ("h2", "h3")], MINERS,
-                    missing={"h1", "weak"}, banned=["h1"] if w == 2 else [])
-             for w in (2, 3)]  # fmt: skip
+    after = _h1_banned_then_silent()
     root = _write_run(tmp_path, [*SIMPLE, *after])
     v = _one(_run(root))
     assert _all_reproduced(v), v["reproduced"]
@@ -234,9 +239,7 @@ def test_a_folder_that_is_not_a_run_is_refused(tmp_path: Path) -> None:
 def test_a_failed_audit_is_a_ban_in_the_replay_and_an_inconclusive_one_is_not(
     tmp_path: Path,
 ) -> None:
-    after = [Window([_ev(hk, 0.010, 0.004) for hk in ("h2", "h3")], MINERS,
-                    missing={"h1", "weak"}, banned=["h1"] if w == 2 else [])
-             for w in (2, 3)]  # fmt: skip
+    after = _h1_banned_then_silent()
     root = _write_run(tmp_path, [*SIMPLE, *after])
     events = rescore._events(root / "state/validator-5Fake/metrics.jsonl")
     as_audit = [{"event": "audit", "window": e["window"], "hotkey": e["hotkey"], "ok": False}
