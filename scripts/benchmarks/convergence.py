@@ -107,6 +107,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "only)")  # fmt: skip
     parser.add_argument("--broadcast-budget", type=int, default=protocol.broadcast_budget,
                         help="--protocol.broadcast_budget of the sparse broadcast")  # fmt: skip
+    parser.add_argument(
+        "--keep-optimizer",
+        action="store_true",
+        help="keep each worker's inner AdamW state across rounds (DiLoCo's "
+        "workers); default: a fresh, warm-started AdamW every round, as Beam's "
+        "miners train (inner.moment_init)",
+    )
     parser.add_argument("--methods", default="ddp,diloco,sparseloco",
                         help=f"comma-separated, from ddp,{','.join(METHODS)}")  # fmt: skip
 
@@ -205,6 +212,8 @@ def _local_sgd(
         decoded, sent = worker_round(workers, optimizers, feedback, streams, start, rnd, inner,
                                      compressor)  # fmt: skip
         up += sent
+        if not args.keep_optimizer:  # the next round starts a fresh optimizer, as a miner does
+            optimizers = [build_inner_optimizer(w, inner) for w in workers]
         outer.step(params, aggregate(decoded, None, agg_cfg))
         published, sent = publish_version(start, snapshot(model), spars)
         if spars is not None:  # the next round starts from what the holder published

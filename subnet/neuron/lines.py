@@ -39,7 +39,9 @@ class Line:
     ef: ErrorFeedback
     inner: InnerConfig  # the protocol's inner settings with the plan's H and the point's setting
     data_rule: str  # the step's own data rule, else the plan's
-    keep_optimizer: bool  # keep the inner optimizer's moments across rounds (False: fresh each)
+    # keep the inner optimizer's moments across rounds (default False: a fresh, warm-started
+    # AdamW each round, so the round depends on public inputs only and can be replayed)
+    keep_optimizer: bool
     # The window of the last upload whose committed state_out is this line's state now (None:
     # the state is fresh, or was never committed): the next upload's ``state_from``
     state_window: int | None = None
@@ -91,7 +93,7 @@ def build_line(rt: Runtime, slot, step: StepPlan, vocab_size: int) -> Line:
     return Line(stream, replica, build_inner_optimizer(replica.model, inner),
                 ErrorFeedback(p.compression.ef_decay), inner,
                 step.data_rule or rt.plan.data_rule,
-                bool(step.params.get("keep_optimizer", True)))  # fmt: skip
+                bool(step.params.get("keep_optimizer", False)))  # fmt: skip
 
 
 def build_lines(rt: Runtime, slot, vocab_size: int) -> dict[str, Line]:

@@ -3,7 +3,11 @@
 Every mode runs this same function: a miner's local phase, a DiLoCo worker in a room, the
 simulated workers of ``scripts/bench.py convergence`` and Beam's side of the throughput benchmark.
 DiLoCo (Douillard et al., 2023) keeps each worker's AdamW state across rounds, so the optimizer is
-passed in and outlives the call.
+passed in and outlives the call. Beam's miners start a fresh optimizer every round instead (so a
+round's training depends on public inputs only, and a validator can replay it), warm-started by
+:func:`warm_start`: with zero moments AdamW's first steps move every coordinate by about ``lr``,
+whatever its gradient; starting the second moment at ``moment_init`` times the first squared
+gradient damps those steps per coordinate. Measured in ``bench.py convergence`` (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -40,6 +44,29 @@ def build_inner_optimizer(model: nn.Module, cfg: InnerConfig) -> torch.optim.Ada
         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
     ]
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps)
+
+
+@torch.no_grad()
+def warm_start(optimizer: torch.optim.Optimizer, factor: float) -> None:
+    """Set a fresh AdamW's state before its first step: first moment zero, second moment
+    ``factor * grad**2`` (the gradients just computed), step count zero.
+
+    A no-op for an optimizer that already holds state (one kept across rounds), for one that is
+    not Adam(W), or for ``factor == 0``. Deterministic in the gradients, so a replay of the same
+    steps agrees.
+    """
+    adam = isinstance(optimizer, torch.optim.Adam | torch.optim.AdamW)
+    if factor <= 0 or optimizer.state or not adam:
+        return
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            optimizer.state[p] = {
+                "step": torch.tensor(0.0, dtype=torch.float32),
+                "exp_avg": torch.zeros_like(p, memory_format=torch.preserve_format),
+                "exp_avg_sq": p.grad.detach().float().pow(2).mul_(factor).to(p.dtype),
+            }
 
 
 def train_inner(
@@ -79,6 +106,8 @@ def train_inner(
             tokens += targets.numel()
         if cfg.grad_clip > 0:
             nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        if steps == 0:
+            warm_start(optimizer, cfg.moment_init)
         optimizer.step()
         steps += 1
     mean_loss = loss_sum.item() / (steps * cfg.accumulation) if steps else math.nan

@@ -134,3 +134,40 @@ def test_one_diloco_round_on_the_tiny_decoder_lowers_held_out_loss() -> None:
     params = dict(global_model.named_parameters())
     outer.step(params, mean)
     assert evaluate_loss(global_model, held_out) < before - 0.1
+
+
+def test_a_fresh_adamw_starts_from_the_first_squared_gradient() -> None:
+    model = Bigram()
+    cfg = InnerConfig(steps=1, moment_init=40.0, grad_clip=0.0)
+    opt = build_inner_optimizer(model, cfg)
+    ((x, y),) = _batches(1)
+    _, loss = model(x, y)
+    loss.backward()
+    grads = {id(p): p.grad.clone() for p in model.parameters()}
+    model.zero_grad()
+    train_inner(model, [(x, y)], cfg, optimizer=opt)
+    b2 = cfg.betas[1]
+    for p in model.parameters():
+        g = grads[id(p)]
+        # one step of AdamW's own update from v0 = 40 g^2: v1 = b2 v0 + (1 - b2) g^2
+        torch.testing.assert_close(opt.state[p]["exp_avg_sq"], (40 * b2 + 1 - b2) * g.pow(2))
+        assert float(opt.state[p]["step"]) == 1
+
+
+def test_the_warm_start_damps_the_first_steps_and_leaves_a_kept_state_alone() -> None:
+    moved = {}
+    for factor in (0.0, 40.0):
+        model = Bigram()
+        start = snapshot(model)
+        train_inner(model, _batches(1), InnerConfig(steps=1, moment_init=factor))
+        moved[factor] = sum(float(d.abs().sum()) for d in pseudo_gradient(start, model).values())
+    # AdamW's zero start moves every coordinate by about lr; v0 = 40 g^2 by about lr / 6.3
+    assert moved[40.0] < moved[0.0] / 4
+    model = Bigram()
+    cfg = InnerConfig(steps=1, moment_init=40.0)
+    opt = build_inner_optimizer(model, cfg)
+    train_inner(model, _batches(1), cfg, optimizer=opt)
+    kept = {id(p): s["exp_avg_sq"].clone() for p, s in opt.state.items()}
+    train_inner(model, _batches(1, seed=1), cfg.model_copy(update={"moment_init": 1e6}), opt)
+    for p, s in opt.state.items():  # a kept state is continued, never warm-started again
+        assert float(s["exp_avg_sq"].max()) < 10 * float(kept[id(p)].max()) + 1e-3
