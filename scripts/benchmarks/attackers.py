@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import poisons  # noqa: E402
 from subnet.data import random_sample_ids, sample_receipt  # noqa: E402
 from subnet.model import build_model  # noqa: E402
-from subnet.neuron.audit import STATE_OUT, capture, state_digest  # noqa: E402
+from subnet.neuron.answers import Held, chunk_map  # noqa: E402
 from subnet.neuron.miner import Miner, Upload  # noqa: E402
 from subnet.neuron.rules import DATA_RULES, samples_per_window  # noqa: E402
 from subnet.neuron.steps import Step  # noqa: E402
@@ -316,7 +316,8 @@ class StatePoisoner(_Poisoner):
     """Sends its honest update, but commits to an error feedback with a bias in it (a generic
     descent direction subtracted, at half its update's norm): the bias reaches the model
     through its *next* upload, which the committed state then explains. Every window it lies
-    about the state it leaves, and that window's audit replays the state and finds it out."""
+    about the state it leaves, and a check of that window finds it out (the error feedback it
+    proves is not its input minus what it sent)."""
 
     def step(self, window: int) -> Upload:
         upload = Miner.step(self, window)
@@ -328,8 +329,9 @@ class StatePoisoner(_Poisoner):
         gnorm = sum(float(v.pow(2).sum()) for v in generic.values()) ** 0.5 or 1.0
         for name, buffer in line.ef.buffers.items():
             line.ef.buffers[name] = buffer - (0.5 * norm / gnorm) * generic[name]
-        held.after = capture(line.optimizer if line.keep_optimizer else None, line.ef)
-        upload.metadata[STATE_OUT] = state_digest(held.after)
+        self.held_now = Held.of(chunk_map(self.rt, shapes), held.window, held.state_from,
+                                held.before, line.ef.state_dict())
+        upload.metadata.update(self.held_now.metadata())
         return upload
 
 

@@ -49,8 +49,12 @@ FIXED = (
     "copy_z",
     "history_windows",
     "heldout_samples",
-    "audit_fraction",
-    "audit_tolerance",
+    "checks",
+    "check_share",
+    "check_chunks",
+    "check_tolerance",
+    "check_grace",
+    "pay_unverified",
 )
 
 
@@ -115,7 +119,7 @@ def _close(a: float, b: float) -> bool:
 def replay(events: Iterable[Mapping], cfg: ScoringConfig) -> tuple[dict[str, float], dict]:
     """Score a validator's logged ``scores`` records again, in order, as it did: records
     extended with the window's gain ratios, then the verdicts, then the moving scores; at each
-    logged ``equivocation`` (a ban, in its sync before a window's scoring) and failed ``audit``
+    logged ``equivocation`` (a ban, in its sync before a window's scoring) and failed ``check``
     (a ban, before the window's scores) the sender's moving score and record are dropped. A window scored twice (a crash before the state was saved)
     counts once, as last logged.
 
@@ -129,7 +133,7 @@ def replay(events: Iterable[Mapping], cfg: ScoringConfig) -> tuple[dict[str, flo
     moving: dict[str, float] = {}
     checked = {"scores": [0, 0], "moving": [0, 0]}
     for i, e in enumerate(events):
-        if e.get("event") == "equivocation" or (e.get("event") == "audit" and e["ok"] is False):
+        if e.get("event") == "equivocation" or (e.get("event") == "check" and e["ok"] is False):
             moving.pop(e["hotkey"], None)
             records.pop(e["hotkey"], None)
             continue
@@ -166,7 +170,7 @@ def group_shares(moving: Mapping[str, float], groups: Mapping[str, list[str]]) -
 
 
 def _events(path: Path) -> list[dict]:
-    """The ``scores``, ``equivocation`` and ``audit`` records of a validator's metrics, in order.
+    """The ``scores``, ``equivocation`` and ``check`` records of a validator's metrics, in order.
 
     Stricter than ``subnet.monitor.report.load.read_jsonl``, which skips a half-written line
     (right for a file a live neuron appends to): a line skipped here would make the replay
@@ -184,7 +188,7 @@ def _events(path: Path) -> list[dict]:
             raise SystemExit(f"error: {path}:{n} is not a JSON object")
         wanted = {"scores": ("window", "verdicts", "measured", "moving"),
                   "equivocation": ("hotkey",),
-                  "audit": ("hotkey", "ok")}.get(row.get("event"))  # fmt: skip
+                  "check": ("hotkey", "ok")}.get(row.get("event"))  # fmt: skip
         if wanted is None:
             continue
         if missing := [k for k in wanted if k not in row]:

@@ -34,7 +34,7 @@ from ..training.trainer import Trainer
 from ..wire import publish_envelope
 from .actions.ring import mix, publish_model
 from .actions.tree import reduce
-from .audit import Held, beacon, capture, is_audited, write_states
+from .answers import KEEP, Held, beacon, chunk_map, named_by, write_answer
 from .base import BaseNeuron
 from .commits import Sealed, seal, write_commit, write_reveal
 from .lines import Line, build_lines, stream_of
@@ -44,7 +44,8 @@ from .rules import DATA_RULES
 from .state import load_optimizer_state, optimizer_state, prefixed, unprefixed
 from .steps import Action, Step
 
-# Training states of an upload not yet revealed, in a miner's state file: ``held:<lane>:...``
+# Error feedback of recent uploads, kept for answers to checks, in a miner's state file:
+# ``held:<lane>:<window>:before/...`` and ``...:after/...``
 _HELD = "held"
 # Windows after which a training state is not continued: the upload that committed to it may
 # have expired from the bucket (docs/miner.md suggests 7 days: 1,680 six-minute windows).
@@ -82,6 +83,8 @@ class Miner(BaseNeuron):
         # and the next upload's state continues its committed state.
         for sealed in [s for s in self.sealed.values() if s.pending or s.window < window]:
             self.settle(sealed, last_chance=sealed.window < window - 1)
+        if getattr(self, "held", None) is not None:
+            self.answer_checks(window, offset)
 
     def settle(self, sealed: Sealed, last_chance: bool = False) -> None:
         """Reveal ``sealed`` now; if that fails on the ``last_chance`` (two windows on, or
@@ -90,7 +93,7 @@ class Miner(BaseNeuron):
         if self.send_reveal(sealed) or not last_chance:
             return
         del self.sealed[sealed.lane]
-        held = self.held.pop(sealed.lane, None)
+        held = self.held.pop((sealed.lane, sealed.window), None)
         logger.warning("window {}: the upload committed on {} was never revealed; its model "
                        "line starts over with fresh training state", sealed.window, sealed.lane)  # fmt: skip
         if held is not None and held[0] in self.lines:
@@ -110,8 +113,9 @@ class Miner(BaseNeuron):
         self.trained: Upload | None = None  # this window's update, for a later step (reduce, mix)
         self.trained_window = -1
         self.sealed: dict[str, Sealed] = {}  # lane -> the upload committed to, not yet revealed
-        # lane -> (stream, its training states): written if the upload is audited
-        self.held: dict[str, tuple[str, Held]] = {}
+        # (lane, window) -> (stream, its error feedback before and after): kept ``KEEP`` windows
+        # for answers to checks (``answers.py``)
+        self.held: dict[tuple[str, int], tuple[str, Held]] = {}
         self.held_now: Held | None = None  # the states of the update ``step`` just made
 
     @property
@@ -157,7 +161,7 @@ class Miner(BaseNeuron):
         upload = self.step(step.window)
         self.trained, self.trained_window = upload, step.window
         if step.lane is not None and self.held_now is not None:
-            self.held[step.lane] = (self.line.stream, self.held_now)
+            self.held[(step.lane, step.window)] = (self.line.stream, self.held_now)
         if step.lane is not None:
             # type(self): a subclass's publish (the benchmark's attackers) must not be bypassed
             publish = LANE_PUBLISHERS.get(self.rt.lane(step.lane).kind, type(self).publish)
@@ -177,7 +181,6 @@ class Miner(BaseNeuron):
         """Write a committed upload; on a storage failure keep it to try again next tick (in
         ``observe``, while validators may still be waiting for it)."""
         try:
-            self.answer_audit(sealed)
             written = write_reveal(self.rt, sealed)
         except StorageError as error:
             sealed.pending = True
@@ -187,30 +190,35 @@ class Miner(BaseNeuron):
         logger.info("uploaded {} ({})", sealed.key, "new" if written else "already there")
         self.rt.metrics.log("train", **sealed.record, **self.rt.meter.take())
         del self.sealed[sealed.lane]
-        self.held.pop(sealed.lane, None)
         self.save()
         return True
 
-    def answer_audit(self, sealed: Sealed) -> None:
-        """If the window's beacon selects this upload, write its training states (before the
-        reveal, so a validator that reads the upload can read them too)."""
-        held = self.held.get(sealed.lane)
-        if held is None or held[1].window != sealed.window:
-            return
-        draw = beacon(self.rt, sealed.window)
-        unknown = draw is None and getattr(self.rt.clock, "beacon", None) is not None
-        if unknown and self.rt.cfg.protocol.scoring.audit_fraction > 0:
-            # The chain did not answer: the validators' draw may well select this upload, and
-            # an audit without the states bans. Write them (bytes) rather than guess.
-            logger.warning("window {}: could not read the audit beacon; writing the training "
-                           "states in case this upload is audited", sealed.window)  # fmt: skip
-        elif not is_audited(self.rt, sealed.lane, sealed.window, self.rt.hotkey, draw,
-                            fresh=not held[1].before):  # fmt: skip
-            return
-        write_states(self.rt, sealed.lane, held[1])
-        logger.info("window {}: this upload is audited; wrote its training states",
-                    sealed.window)  # fmt: skip
-        self.rt.metrics.log("audited", window=sealed.window, lane=sealed.lane)
+    def answer_checks(self, window: int, offset: int) -> None:
+        """Answer the checks validators named this miner for (``answers.py``): each held upload
+        once revealed, after the guard tick, until ``KEEP`` windows have passed. A failed write is
+        tried again at the next tick."""
+        self.held = {k: h for k, h in self.held.items() if k[1] >= window - KEEP}
+        guard = self.rt.cfg.protocol.window.upload_deadline + 1
+        for (lane, held_window), (_, held) in self.held.items():
+            unrevealed = lane in self.sealed and self.sealed[lane].window == held_window
+            if held.answered or unrevealed or (held_window == window and offset <= guard):
+                continue
+            if not named_by(self.rt, held_window, held):
+                continue
+            draw = beacon(self.rt, held_window)
+            if draw is None:
+                continue  # the chain did not answer: tried again next tick
+            shapes = {k: tuple(v.shape) for k, v in held.after.items()}
+            try:
+                write_answer(self.rt, lane, held, draw, shapes)
+            except StorageError as error:
+                logger.warning("window {}: writing the answer to a check failed ({}); trying "
+                               "again next tick", held_window, error.reason)  # fmt: skip
+                continue
+            held.answered = True
+            logger.info("window {}: this upload is checked; wrote its answer", held_window)
+            self.rt.metrics.log("answered", window=held_window, lane=lane)
+            self.save()
 
     reduce = reduce
     mix = mix
@@ -229,13 +237,14 @@ class Miner(BaseNeuron):
         inner = line.inner
         ids = DATA_RULES[line.data_rule](self.rt, self.data, window)(self.rt.hotkey)
         start = self.replica.snapshot()
-        kept = line.keep_optimizer
-        before = capture(line.optimizer if kept else None, line.ef)
+        before = line.ef.state_dict()
         if before and (line.state_window is None or window - line.state_window > MAX_STATE_AGE):
             # A state no upload committed to (an older state file), or one so old that its
-            # upload may have expired from the bucket: it could not be audited
+            # upload may have expired from the bucket: no check could prove it
             line.start_over(p.compression.ef_decay)
             before = {}
+        moments = optimizer_state(line.optimizer)[1] if line.keep_optimizer else {}
+        moments = {k: v.clone() for k, v in moments.items()}
         self.held_now = None
         batches = progress(self.data.batches(ids, inner.micro_batch), desc=f"window {window}",
                            total=inner.steps * inner.accumulation, unit="batch")  # fmt: skip
@@ -245,7 +254,7 @@ class Miner(BaseNeuron):
         except BaseException:
             # Steps taken and abandoned (a skip, a failed read, a lost rank) must not change
             # the state the next upload says it continues.
-            self.rewind(line, before)
+            self.rewind(line, moments)
             raise
         result = paced.result
         ids = ids[: result.steps * inner.micro_batch * inner.accumulation]  # trained prefix
@@ -261,8 +270,8 @@ class Miner(BaseNeuron):
         payload, _ = self.ef.compress(self.compressor, delta)
         self.replica.reset()  # the next window starts from the global model, not ours
         source = line.state_window if before else None
-        self.held_now = Held(window, source, before, capture(line.optimizer if kept else None,
-                                                            line.ef))  # fmt: skip
+        chunks = chunk_map(self.rt, {k: tuple(v.shape) for k, v in start.items()})
+        self.held_now = Held.of(chunks, window, source, before, line.ef.state_dict())
         line.state_window = window
         logger.info(
             "window {}: {} steps, loss {:.4f}, {} bytes", window, result.steps, result.mean_loss,
@@ -281,10 +290,10 @@ class Miner(BaseNeuron):
                                 "tokens": str(result.tokens), "loss": f"{result.mean_loss:.6f}",
                                 "plan": self.rt.plan.digest, **self.held_now.metadata()})  # fmt: skip
 
-    def rewind(self, line: Line, before: dict[str, torch.Tensor]) -> None:
-        """Put the line's inner optimizer back to the state ``before`` a window's training."""
+    def rewind(self, line: Line, moments: dict[str, torch.Tensor]) -> None:
+        """Put the line's inner optimizer back to its ``moments`` before a window's training
+        (none: a fresh optimizer, as every window starts with unless the plan keeps them)."""
         line.fresh_optimizer()
-        moments = unprefixed(before, "adamw")
         if moments:
             groups, _ = optimizer_state(line.optimizer)
             load_optimizer_state(line.optimizer, groups, moments)
@@ -335,11 +344,11 @@ class Miner(BaseNeuron):
         meta["sealed"] = {lane: s.meta() for lane, s in self.sealed.items()}
         for lane, s in self.sealed.items():
             tensors[f"sealed:{lane}"] = torch.frombuffer(bytearray(s.blob), dtype=torch.uint8)
-        # ... and the training states an audit of it would need
-        meta["held"] = {lane: {"stream": stream, "window": h.window, "state_from": h.state_from}
-                        for lane, (stream, h) in self.held.items() if lane in self.sealed}  # fmt: skip
-        for lane in meta["held"]:
-            tensors |= self.held[lane][1].tensors(f"{_HELD}:{lane}")
+        # ... and the error feedback answers to checks of recent uploads need
+        meta["held"] = []
+        for (lane, window), (stream, held) in self.held.items():
+            meta["held"].append({"lane": lane, "stream": stream, **held.record()})
+            tensors |= held.tensors(f"{_HELD}:{lane}:{window}")
         return meta, tensors
 
     def restore(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
@@ -355,8 +364,11 @@ class Miner(BaseNeuron):
             line.state_window = None if window is None else int(window)
         self.sealed = {lane: Sealed.load(m, tensors[f"sealed:{lane}"])
                        for lane, m in meta.get("sealed", {}).items() if f"sealed:{lane}" in tensors}  # fmt: skip
-        self.held = {lane: (str(m["stream"]), Held.load(m, tensors, f"{_HELD}:{lane}"))
-                     for lane, m in meta.get("held", {}).items()}  # fmt: skip
+        self.held = {}
+        saved = meta.get("held", [])
+        for m in saved if isinstance(saved, list) else []:  # (protocol 5 kept a dict: dropped)
+            held = Held.load(m, tensors, f"{_HELD}:{m['lane']}:{m['window']}")
+            self.held[(str(m["lane"]), held.window)] = (str(m["stream"]), held)
 
 
 # How ``train`` sends on a lane, by the lane's object kind (default: the update, signed).

@@ -41,8 +41,8 @@ from ..scoring.report import encode_digests, encode_report
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind, object_key
 from ..wire import publish_envelope
-from .auditor import Auditor
 from .base import BaseNeuron
+from .checks import Checker
 from .commits import CommitSnapshot
 from .equivocation import KEEP_WINDOWS, Equivocations
 from .replica import Replica
@@ -89,9 +89,9 @@ class Validator(BaseNeuron):
         self.snapshot = CommitSnapshot()
         # Senders the holder's seals prove signed two payloads for a window: banned
         self.equivocations = Equivocations(rt.cfg.protocol.run, self.grads)
-        # Audits of training (``auditor.py``): a sender whose upload its replay does not give
-        # is banned: its moving score and record go
-        self.auditor = Auditor(rt, self.grads, self._drop, self.assigned)
+        # Checks of training (``checks.py``): a sender whose upload the replay does not give is
+        # banned: its moving score and record go
+        self.checker = Checker(rt, self.grads, self._drop, self.assigned)
 
     def setup(self) -> None:
         """The dataset (NotReady until the holder published it) and the model replica."""
@@ -99,7 +99,7 @@ class Validator(BaseNeuron):
         self.replica = Replica(self.rt, self.data.vocab_size,
                                self.rt.read_lane(self.slot, "model-manifest").name)  # fmt: skip
         self.compressor = build_compressor(self.rt.cfg.protocol.compression)
-        self.auditor.setup(self.data, self.replica, self.compressor)
+        self.checker.setup(self.data, self.replica, self.compressor)
 
     def replica_of(self, step: Step) -> Replica:
         """The model a step starts from: the validator follows one."""
@@ -110,7 +110,7 @@ class Validator(BaseNeuron):
         self.sync(step.window)
         report = self.step(step.window)
         self.publish(step.window, report, lane=step.lane)
-        self.auditor.after_report(step.window)  # the report is out: idle time for the rest
+        self.checker.idle(step.window)  # the report is out: idle time for the checks
         return report
 
     def _drop(self, hotkey: str) -> None:
@@ -124,6 +124,9 @@ class Validator(BaseNeuron):
         """Read the commits up to the deadline (a commit-reveal lane); else note when each upload
         first appears, to tell which ones were in by the deadline."""
         if offset > self.rt.cfg.protocol.window.upload_deadline:
+            if self.commit_reveal and getattr(self, "replica", None) is not None:
+                snapshot = self.snapshot.of(window)
+                self.checker.notice(window, sorted(snapshot.digests) if snapshot else [])
             return
         if self.commit_reveal:
             self.snapshot.poll(self.rt, self.grads, window, offset, self.miners())
@@ -180,7 +183,7 @@ class Validator(BaseNeuron):
         for hotkey in self.equivocations.banned.keys() & got.accepted.keys():
             del got.accepted[hotkey]
             got.rejected[hotkey] = "equivocated"
-        self.auditor.audit(window, got, commits)
+        self.checker.screen(window, got, commits)
         after = self._after_deadline(window, got.accepted)
         evaluations, copies = self._assess(
             window, {hk: u for hk, u in got.accepted.items() if hk not in after}
@@ -190,6 +193,7 @@ class Validator(BaseNeuron):
                                       p.scoring.record_windows, set(miners))  # fmt: skip
         verdicts = score_window(evaluations, got.missing - late, late, got.stale, got.rejected,
                                 copies, p.scoring, self.records)  # fmt: skip
+        verdicts = self._unpaid(verdicts)
         scores = {hk: v.score for hk, v in verdicts.items()}
         self.moving = update_moving(self.moving, scores, set(miners), p.scoring)
         for hk, v in sorted(verdicts.items()):
@@ -253,6 +257,17 @@ class Validator(BaseNeuron):
         got.missing |= uncommitted - set(refused)
         got.rejected |= refused
         return got, commits, unreadable
+
+    def _unpaid(self, verdicts: dict[str, Verdict]) -> dict[str, Verdict]:
+        """Without ``scoring.pay_unverified``: scores of 0 for senders no check has passed yet
+        (their probation)."""
+        unpaid: dict[str, str] = {}
+        if not self.rt.cfg.protocol.scoring.pay_unverified and self.checker.active:
+            unpaid = {hk: "unverified" for hk in verdicts if hk not in self.checker.verified}
+        return {
+            hk: replace(v, score=0.0, reason="rejected", detail=unpaid[hk]) if hk in unpaid else v
+            for hk, v in verdicts.items()
+        }
 
     def _after_deadline(self, window: int, accepted: dict[str, Received]) -> set[str]:
         """Accepted uploads that were not there when this validator looked at the deadline tick.
@@ -354,7 +369,7 @@ class Validator(BaseNeuron):
         meta = {"version": self.replica.version, "moving": self.moving, "records": self.records,
                 "last_weights_block": self.last_weights_block,
                 "equivocations": self.equivocations.state(),
-                "audits": self.auditor.state()}  # fmt: skip
+                "checks": self.checker.state_dict()}  # fmt: skip
         return meta, prefixed(self.replica.state or {}, "model")
 
     def restore(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
@@ -363,7 +378,7 @@ class Validator(BaseNeuron):
         self.records = {k: [float(x) for x in v] for k, v in meta.get("records", {}).items()}
         self.last_weights_block = int(meta.get("last_weights_block", 0))
         self.equivocations.restore(meta.get("equivocations", {}))
-        self.auditor.restore(meta.get("audits", {}))
+        self.checker.load_state_dict(meta.get("checks", {}))
         self.replica.restore(meta.get("version"), unprefixed(tensors, "model"))
 
 

@@ -115,34 +115,58 @@ class ScoringConfig(BaseModel):
         ),
     )
 
-    audit_fraction: float = Field(
+    checks: int = Field(
+        1,
+        ge=0,
+        le=8,
+        description=(
+            "uploads each validator checks a window (replays their training and compares, "
+            "subnet.verify); 0 turns checks off. Validators check different uploads, so the share "
+            "checked grows with the number of validators, not any one validator's cost"
+        ),
+    )
+    check_share: float = Field(
         0.25,
-        ge=0.0,
-        le=1.0,
-        description=(
-            "share of each window's uploads a public beacon drawn after the upload deadline "
-            "selects for audit: every validator replays their training from the committed "
-            "state, and a sender whose update the replay does not give is banned "
-            "(scoring.audit); 0 turns audits off"
-        ),
-    )
-    audit_tolerance: float = Field(
-        0.05,
         gt=0.0,
         le=1.0,
         description=(
-            "relative L2 difference between a replay and the miner's update above which the "
-            "audit fails; honest replays on one machine differ by 0 (bench.py audit)"
+            "most of a window's uploads that are checked (what miners send for checks stays a "
+            "bounded multiple of their uploads); more validators than that check the same again"
         ),
     )
-    audit_state_tolerance: float = Field(
-        0.01,
+    check_chunks: float = Field(
+        0.008,
         gt=0.0,
         le=1.0,
         description=(
-            "the same for each part of the new training state (error feedback, moments), which "
-            "replays give far more exactly than the 2-bit update, and whose error feedback is "
-            "several times the update's norm: a bias hidden there must stay this small"
+            "share of the model's chunks a check reads (at least one): a checked miner sends "
+            "these chunks of its error feedback before and after the window, with proofs"
+        ),
+    )
+    check_tolerance: float = Field(
+        1e-3,
+        gt=0.0,
+        le=1.0,
+        description=(
+            "relative L2 difference between the codec input a miner's answer implies and the "
+            "replay's, above which a check fails (bench.py verify: honest pairs across kernel "
+            "paths, threads and rank counts differ by far less)"
+        ),
+    )
+    check_grace: int = Field(
+        2,
+        ge=1,
+        le=8,
+        description=(
+            "windows an answer to a check may be owed (a storage outage) before its sender is "
+            "scored 0 until a later check of it passes; a missing answer never bans"
+        ),
+    )
+    pay_unverified: bool = Field(
+        True,
+        description=(
+            "pay senders no check has passed yet; false scores them 0 until one does (their "
+            "probation), so a fresh hotkey that lies from its first upload earns nothing"
         ),
     )
 

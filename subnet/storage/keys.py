@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from enum import Enum
 
 # Bump on any incompatible change to keys or the wire (2: lanes, 3: deltas, 4: commit-reveal and
-# score reports that name the payload each score is for, 5: audits of training: state digests
-# in every gradient and kind ``train-state``).
-PROTOCOL_VERSION = 5
+# score reports that name the payload each score is for, 5: audits of training, 6: checks of
+# training: error-feedback roots in every gradient, kinds ``checks`` and ``check-answer``).
+PROTOCOL_VERSION = 6
 ROOT = "beam"
 _WINDOW_DIGITS = 12
 _RUN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -46,9 +46,12 @@ class ObjectKind(str, Enum):
     WEIGHTS = "weights"  # a scorer's normalized weights for a consensus slot, one window
     DATA_GRANT = "data-grant"  # a lead's grant of data units to a member, one round
     RUN_FINAL = "run-final"  # the deciding slot's signed word that the run stops after a window
-    # A miner's private training state (AdamW moments, error feedback) after one window, written
-    # only when that window's upload is audited; its digest was committed in the upload.
-    TRAIN_STATE = "train-state"
+    # A validator's check notice for one window: whose uploads it checks, and how its last
+    # checks came out (subnet.verify.notice)
+    CHECKS = "checks"
+    # A miner's answer to a check of its upload of one window: drawn chunks of its error feedback
+    # before and after, proven against the roots the upload committed to (subnet.verify.answer)
+    CHECK_ANSWER = "check-answer"
 
 
 # The lane an object travels on when the caller names none (the scored subnet's lanes).
@@ -66,7 +69,8 @@ DEFAULT_LANES: dict[ObjectKind, str] = {
     ObjectKind.WEIGHTS: "weights",
     ObjectKind.DATA_GRANT: "grants",
     ObjectKind.RUN_FINAL: "final",
-    ObjectKind.TRAIN_STATE: "grads",
+    ObjectKind.CHECKS: "scores",
+    ObjectKind.CHECK_ANSWER: "grads",
 }
 
 

@@ -30,7 +30,7 @@ class InnerConfig(BaseModel):
     )
     eps: float = Field(1e-8, gt=0, description="AdamW epsilon")
     moment_init: float = Field(
-        40.0,
+        10.0,
         ge=0,
         description=(
             "a fresh AdamW's second moment starts at this multiple of the first step's squared "

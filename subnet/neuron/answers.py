@@ -1,0 +1,170 @@
+"""Checks, the miner's side: the error feedback it commits to, and its answers to checks.
+
+Every gradient upload's signed metadata names the Merkle root of the error feedback it trained
+from (``state_in``: a root, or ``fresh`` for an all-zero one), the window of the upload that
+left it (``state_from``) and the root of the error feedback it leaves (``state_out``); on a
+commit-reveal lane they are committed before the deadline with the rest of the envelope. The
+inner optimizer starts fresh every window, so nothing else about its training is private.
+
+After the deadline each validator writes a notice naming the uploads it checks
+(``subnet.verify.notice``). A named miner writes one answer for that window: the chunks the
+window's beacon draws, before and after, each with its Merkle proof (``subnet.verify.answer``).
+It keeps its states until two windows have passed, so a late notice, a failed write or a
+restart still gets its answer out; a validator counts a missing answer as owed, not as a lie.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from loguru import logger
+
+from ..storage.base import ObjectNotFound, StorageError
+from ..storage.keys import ObjectKind
+from ..verify.answer import encode_answer
+from ..verify.chunks import FRESH, ChunkMap
+from ..verify.draw import chunk_sample
+from ..verify.notice import BadNotice, parse_notice
+from ..wire import Expected, Rejected, fetch_envelope, publish_envelope
+from .state import prefixed, unprefixed
+
+STATE_IN, STATE_FROM, STATE_OUT = "state_in", "state_from", "state_out"
+NOTICE_BYTES = 16 << 10  # the most a validator's notice may take
+KEEP = 2  # windows a miner keeps an upload's states for answers
+
+
+def chunk_map(rt: Any, shapes: dict[str, tuple[int, ...]]) -> ChunkMap:
+    """How this network's codec cuts a model of ``shapes`` into chunks."""
+    return ChunkMap.of(shapes, rt.cfg.protocol.compression.chunk)
+
+
+def beacon(rt: Any, window: int) -> str | None:
+    """The window's beacon: the block hash of its guard tick (``upload_deadline + 1``), which
+    nobody knew while commits could still be written; None without a chain clock, or when the
+    chain does not answer."""
+    source = getattr(rt.clock, "beacon", None)
+    if source is None:
+        return None
+    try:
+        return source(rt.windows.start(window) + rt.cfg.protocol.window.upload_deadline + 1)
+    except Exception:  # noqa: BLE001 - a chain read that fails: no beacon, nothing checked
+        return None
+
+
+@dataclass
+class Held:
+    """One upload's error feedback before and after its window, kept for answers."""
+
+    window: int
+    state_from: int | None  # the window whose state ``before`` is (None: fresh)
+    before: dict[str, torch.Tensor]
+    after: dict[str, torch.Tensor]
+    roots: tuple[str, str] = ("", "")  # the committed roots of before and after
+    answered: bool = False
+    seen: set[str] = field(default_factory=set)  # validators whose notice was read
+
+    @classmethod
+    def of(cls, chunks: ChunkMap, window: int, state_from: int | None, before, after) -> Held:
+        """Held states with their roots computed (``FRESH`` for an empty state)."""
+        return cls(window, state_from, before, after, (chunks.commit(before), chunks.commit(after)))
+
+    def metadata(self) -> dict[str, str]:
+        """The commitments the upload's signed metadata carries."""
+        return {
+            STATE_IN: self.roots[0],
+            STATE_OUT: self.roots[1],
+            STATE_FROM: "" if self.state_from is None else str(self.state_from),
+        }
+
+    def record(self) -> dict[str, Any]:
+        """What a state file keeps besides the tensors."""
+        return {
+            "window": self.window,
+            "state_from": self.state_from,
+            "roots": list(self.roots),
+            "answered": self.answered,
+        }
+
+    def tensors(self, prefix: str) -> dict[str, torch.Tensor]:
+        """For a miner's state file."""
+        return prefixed(self.before, f"{prefix}:before") | prefixed(self.after, f"{prefix}:after")
+
+    @classmethod
+    def load(cls, meta: dict[str, Any], tensors: dict[str, torch.Tensor], prefix: str) -> Held:
+        """Rebuild what :meth:`tensors` and :meth:`record` saved."""
+        source = meta.get("state_from")
+        roots = tuple(meta.get("roots", ("", "")))
+        return cls(
+            int(meta["window"]),
+            None if source is None else int(source),
+            unprefixed(tensors, f"{prefix}:before"),
+            unprefixed(tensors, f"{prefix}:after"),
+            (str(roots[0]), str(roots[1])),
+            bool(meta.get("answered", False)),
+        )
+
+
+def notice_lane(rt: Any) -> str | None:
+    """The lane validators write their notices on: the plan's score lane (None: no scorers)."""
+    for lane in rt.plan.lanes.values():
+        if lane.kind == ObjectKind.SCORES.value:
+            return lane.name
+    return None
+
+
+def named_by(rt: Any, window: int, held: Held) -> list[str]:
+    """Validators whose notice for ``window`` names this miner (reading only notices not read
+    yet; a notice that is not there yet is looked for again at the next call)."""
+    lane = notice_lane(rt)
+    if lane is None:
+        return []
+    named = []
+    for validator in rt.writers(lane):
+        if validator in held.seen:
+            continue
+        reader = rt.reader(validator)
+        expected = Expected(rt.cfg.protocol.run, window, ObjectKind.CHECKS, validator, lane=lane)
+        try:
+            if reader is None:
+                continue
+            notice = parse_notice(
+                fetch_envelope(reader, expected, None, max_bytes=NOTICE_BYTES).metadata
+            )
+        except (ObjectNotFound, StorageError):
+            continue  # not written yet, or unreadable now: looked for again
+        except (Rejected, BadNotice) as error:
+            held.seen.add(validator)
+            logger.info(
+                "window {}: the notice of validator {} is refused ({})",
+                window,
+                validator[:8],
+                error,
+            )
+            continue
+        held.seen.add(validator)
+        if rt.hotkey in notice.targets:
+            named.append(validator)
+    return named
+
+
+def write_answer(
+    rt: Any, lane: str, held: Held, draw: str, shapes: dict[str, tuple[int, ...]]
+) -> bool:
+    """Write (once) the answer to a check of ``held.window``: the drawn chunks before and after,
+    with their proofs. Lets a ``StorageError`` through (tried again later)."""
+    p = rt.cfg.protocol
+    chunks = chunk_map(rt, shapes)
+    ids = chunk_sample(draw, p.run, lane, held.window, rt.hotkey, chunks, p.scoring.check_chunks)
+    tensors = encode_answer(chunks, ids, held.before if held.roots[0] != FRESH else {}, held.after)
+    _, written = publish_envelope(
+        rt.store,
+        signer=rt.signer,
+        run=p.run,
+        kind=ObjectKind.CHECK_ANSWER,
+        window=held.window,
+        tensors=tensors,
+        lane=lane,
+    )
+    return written

@@ -1,0 +1,557 @@
+"""Checks, the validator's side: whom it checks, when, and what a failed check costs.
+
+The rules are in ``subnet.verify`` (draws, answers, the comparison) and docs/protocol.md. Per
+window, a validator running checks on a commit-reveal lane:
+
+* **Names its targets** (``notice``, at the guard tick after the upload deadline, once the
+  beacon is out): ``scoring.checks`` of the committed senders by ``subnet.verify.draw.targets``
+  (senders not yet verified first), written as its signed notice with the verdicts of the checks
+  it finished since its last one. Named miners answer within the window.
+* **Screens the uploads** before scoring them (``screen``): a banned sender is refused
+  (``check_banned``); an upload whose ``state_in`` does not continue the ``state_out`` its sender
+  committed to in ``state_from`` fails at once (``check_broken_chain``, a ban); its targets' uploads
+  are kept for the check, with the window's model.
+* **Checks in its idle time** (``idle``, after its report until the middle of the next upload
+  phase): first one failure another validator claims (a *confirmation*: the same upload,
+  replayed here; a claim this validator's replay contradicts makes it ignore that validator's
+  claims for a while), then its own targets. Each check reads the answer (bounded in bytes and
+  time), replays the window and compares (``subnet.verify.check``). A failure bans the sender
+  here from the next window on. An answer that cannot be read is **owed**: tried again in later
+  idle time (a storage outage costs nothing), and so is the upload of a target that committed
+  and did not reveal (it may reveal late); after ``scoring.check_grace`` windows without them
+  the sender is banned (``check_unanswered``, ``check_unrevealed``): otherwise a liar would
+  withhold whatever a check would read. A link this validator did not see committed is read
+  from the upload it names, in the same idle time.
+
+Only this validator's own evidence bans; other validators' verdicts only tell it who is verified
+and which uploads to replay.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from loguru import logger
+
+from ..compression import Compressor
+from ..model import build_model
+from ..storage.base import ObjectNotFound, StorageError
+from ..storage.keys import ObjectKind
+from ..verify.answer import BadAnswer, answer_bytes, parse_answer
+from ..verify.check import Chunk, Outcome, check
+from ..verify.chunks import FRESH
+from ..verify.draw import chunk_sample, targets
+from ..verify.notice import BadNotice, Notice, Verdict, parse_notice
+from ..wire import Expected, Rejected, fetch_envelope, publish_envelope
+from .answers import (
+    NOTICE_BYTES,
+    STATE_FROM,
+    STATE_IN,
+    STATE_OUT,
+    beacon,
+    chunk_map,
+    notice_lane,
+)
+from .replay import Replayer, ReplayShort
+from .rules import inner_config
+from .uploads import Received, WindowUploads, collect_uploads
+
+KEEP_OUTS = 16  # committed state_out roots kept per sender (its last uploads)
+DISTRUST = 16  # windows a validator's failure claims are ignored after one proved false
+READ_TRIES = 3  # reads of an answer per idle period before it is owed to the next one
+_HEX = frozenset("0123456789abcdef")
+
+
+class Malformed(ValueError):
+    """An upload whose commitments do not parse."""
+
+
+def commitments(metadata: dict[str, str], window: int) -> tuple[str, int | None, str]:
+    """``(state_in, state_from, state_out)`` of an upload, parsed totally (:class:`Malformed`)."""
+    digest_in, digest_out = metadata.get(STATE_IN, ""), metadata.get(STATE_OUT, "")
+    source = metadata.get(STATE_FROM, "")
+    for digest in (digest_in, digest_out):
+        if digest != FRESH and not (len(digest) == 64 and set(digest) <= _HEX):
+            raise Malformed("no error-feedback roots in the upload")
+    if digest_out == FRESH:
+        raise Malformed("state_out must be a root")
+    if digest_in == FRESH:
+        if source:
+            raise Malformed("a fresh state_in names no state_from")
+        return digest_in, None, digest_out
+    if not (source.isascii() and source.isdigit() and len(source) <= 12):
+        raise Malformed(f"state_from {source[:20]!r} is not a window")
+    if not 0 <= int(source) < window:
+        raise Malformed(f"state_from {source} is not an earlier window")
+    return digest_in, int(source), digest_out
+
+
+@dataclass
+class Task:
+    """A check waiting for idle time."""
+
+    window: int
+    hotkey: str
+    upload: Received | None  # None: committed and not revealed yet
+    base: dict[str, torch.Tensor] = field(repr=False)
+    claimant: str = ""  # a confirmation: the validator whose failure claim it replays
+    commit: str = ""  # an upload committed and not revealed in time: the digest committed to
+    link: tuple[int, str] | None = None  # only a link to read: (state_from, state_in)
+    tries: int = 0
+
+
+class Checker:
+    """One validator's checks on one lane (see the module doc)."""
+
+    def __init__(
+        self,
+        rt: Any,
+        lane: str,
+        on_ban: Callable[[str], None],
+        assigned_of: Callable[[int], Callable[[str], list[int]]],
+    ) -> None:
+        """``on_ban(hotkey)``: the validator drops the sender's moving score and record;
+        ``assigned_of(window)``: ``hotkey -> sample ids`` by the plan's data rule."""
+        self.rt, self.lane, self.on_ban, self.assigned_of = rt, lane, on_ban, assigned_of
+        self.banned: dict[str, int] = {}  # hotkey -> the window it was caught in
+        self.verified: dict[str, int] = {}  # hotkey -> the last window a check of it passed
+        self.outs: dict[str, dict[int, str]] = {}  # hotkey -> window -> committed state_out
+        self.distrust: dict[str, int] = {}  # validator -> the window its claims count again
+        self.tasks: list[Task] = []  # memory only: a restart loses them
+        self.results: list[Verdict] = []  # finished since the last notice
+        self.targets: dict[int, list[str]] = {}  # window -> the senders this validator named
+        # window -> (its accepted uploads, its model): the last two, for confirmations
+        self.held: dict[int, tuple[dict[str, Received], dict[str, torch.Tensor]]] = {}
+        self.replayer: Replayer | None = None
+
+    # -- setup and state ------------------------------------------------------------------
+
+    def setup(self, data: Any, replica: Any, compressor: Compressor) -> None:
+        """The replayer (a scratch model on the validator's device), once the data is there."""
+        p = self.rt.cfg.protocol
+        model = build_model(p.model, vocab_size=data.vocab_size, seed=p.seed)
+        self.data, self.replica, self.compressor = data, replica, compressor
+        self.replayer = Replayer(model.to(self.rt.cfg.node.neuron.device), inner_config(self.rt))
+
+    @property
+    def active(self) -> bool:
+        """Checks need a commit-reveal lane (commitments made before the deadline) and a chain
+        beacon (rooms have none), and ``scoring.checks`` above 0."""
+        return (
+            self.rt.lane(self.lane).commit_reveal
+            and self.rt.cfg.protocol.scoring.checks > 0
+            and getattr(self.rt.clock, "beacon", None) is not None
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        """What survives a restart (waiting checks do not: their windows' models are gone)."""
+        return {
+            "banned": self.banned,
+            "verified": self.verified,
+            "distrust": self.distrust,
+            "outs": {hk: {str(w): d for w, d in v.items()} for hk, v in self.outs.items()},
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Load what :meth:`state_dict` saved."""
+        for name in ("banned", "verified", "distrust"):
+            setattr(self, name, {k: int(v) for k, v in state.get(name, {}).items()})
+        self.outs = {
+            hk: {int(w): str(d) for w, d in v.items()} for hk, v in state.get("outs", {}).items()
+        }
+
+    # -- the notice -----------------------------------------------------------------------
+
+    def notice(self, window: int, committed: list[str]) -> None:
+        """Name this window's targets among the ``committed`` senders, once, after the beacon."""
+        if not self.active or window in self.targets:
+            return
+        draw = beacon(self.rt, window)
+        if draw is None:
+            return  # the chain did not answer: tried again next tick
+        p = self.rt.cfg.protocol
+        me, validators = self.rt.hotkey, self.rt.writers(notice_lane(self.rt) or self.lane)
+        candidates = sorted(set(committed) - self.banned.keys())
+        chosen = targets(
+            draw,
+            p.run,
+            self.lane,
+            window,
+            candidates,
+            set(self.verified),
+            validators,
+            me,
+            p.scoring.checks,
+            p.scoring.check_share,
+        )
+        self.targets = {w: t for w, t in self.targets.items() if w >= window - 2}
+        self.targets[window] = chosen
+        notice = Notice(tuple(chosen), tuple(self.results[-32:]))
+        try:
+            publish_envelope(
+                self.rt.store,
+                signer=self.rt.signer,
+                run=p.run,
+                kind=ObjectKind.CHECKS,
+                window=window,
+                tensors={},
+                metadata=notice.metadata(),
+                lane=notice_lane(self.rt),
+            )
+        except StorageError as error:
+            logger.warning(
+                "window {}: writing the check notice failed ({}); its targets are not checked",
+                window,
+                error.reason,
+            )
+            self.targets[window] = []
+            return
+        self.results = []
+        logger.info("window {}: checking {}", window, ", ".join(t[:8] for t in chosen) or "none")
+
+    # -- before the scores ----------------------------------------------------------------
+
+    def screen(self, window: int, got: WindowUploads, commits: dict[str, str] | None) -> None:
+        """Refuse the banned, fail broken chains, keep the targets' uploads (module doc); ``got``
+        is updated: a refused upload moves from ``accepted`` to ``rejected`` with its reason."""
+        for hotkey in self.banned.keys() & got.accepted.keys():
+            del got.accepted[hotkey]
+            got.rejected[hotkey] = "check_banned"
+        if not self.active:
+            return
+        base = {k: v.clone() for k, v in self.replica.state.items()}
+        for hotkey, upload in list(got.accepted.items()):
+            try:
+                digest_in, source, digest_out = commitments(upload.metadata, window)
+            except Malformed as error:
+                del got.accepted[hotkey]
+                got.rejected[hotkey] = "check_malformed"
+                logger.info("window {} {}: refused ({})", window, hotkey[:8], error)
+                continue
+            known = self.outs.get(hotkey, {}).get(source) if source is not None else None
+            if known is not None and known != digest_in:
+                del got.accepted[hotkey]
+                got.rejected[hotkey] = "check_broken_chain"
+                why = f"state_in is not the state its upload of window {source} left"
+                self._record(window, hotkey, Outcome(math.inf, "check_broken_chain", why))
+                continue
+            if known is None and source is not None:  # not seen here: read in idle time
+                self.tasks.append(Task(window, hotkey, upload, {}, link=(source, digest_in)))
+            kept = self.outs.setdefault(hotkey, {})
+            kept[window] = digest_out
+            for old in sorted(kept)[:-KEEP_OUTS]:
+                del kept[old]
+        for hotkey in self.targets.get(window, []):
+            if hotkey in got.accepted:
+                self.tasks.append(Task(window, hotkey, got.accepted[hotkey], base))
+            elif commits is not None and hotkey in commits and hotkey in got.missing:
+                # Committed and not revealed after it was named: it may still reveal late
+                self.tasks.append(Task(window, hotkey, None, base, commit=commits[hotkey]))
+        self.held = {w: h for w, h in self.held.items() if w >= window - 1}
+        self.held[window] = (dict(got.accepted), base)
+
+    # -- in idle time ---------------------------------------------------------------------
+
+    def idle(self, window: int) -> None:
+        """After the report of ``window``: learn from the other notices, then run the waiting
+        links and checks, confirmations first, until the middle of the next upload phase."""
+        if not self.active:
+            return
+        self._read_notices(window)
+        cfg = self.rt.cfg.protocol.window
+        stop = self.rt.windows.start(window + 1) + cfg.upload_deadline // 2
+        grace = self.rt.cfg.protocol.scoring.check_grace
+        self.tasks.sort(key=lambda t: (t.link is None, not t.claimant, t.window))
+        for task in list(self.tasks):
+            if task.hotkey in self.banned:
+                self.tasks.remove(task)
+                continue
+            if task.window < window - grace:
+                self.tasks.remove(task)
+                self._overdue(task)
+                continue
+            if self.rt.clock.now() >= stop:
+                break
+            self._run(task)
+
+    def _read_notices(self, window: int) -> None:
+        """The other validators' notices of ``window``: who passed, whose failure to confirm."""
+        lane = notice_lane(self.rt)
+        if lane is None:
+            return
+        for validator in self.rt.writers(lane):
+            if validator == self.rt.hotkey:
+                continue
+            reader = self.rt.reader(validator)
+            expected = Expected(
+                self.rt.cfg.protocol.run, window, ObjectKind.CHECKS, validator, lane=lane
+            )
+            try:
+                if reader is None:
+                    continue
+                envelope = fetch_envelope(reader, expected, None, max_bytes=NOTICE_BYTES)
+                notice = parse_notice(envelope.metadata)
+            except (ObjectNotFound, StorageError, Rejected, BadNotice):
+                continue
+            for verdict in notice.verdicts:
+                self._learn(validator, verdict, window)
+
+    def _learn(self, validator: str, verdict: Verdict, window: int) -> None:
+        """Another validator's verdict: a pass verifies; a failure of an upload this validator
+        still holds is confirmed here (unless that validator's claims are ignored for now)."""
+        if verdict.ok:
+            seen = self.verified.get(verdict.hotkey, -1)
+            self.verified[verdict.hotkey] = max(seen, verdict.window)
+            return
+        if self.distrust.get(validator, -1) > window or verdict.hotkey in self.banned:
+            return
+        uploads, base = self.held.get(verdict.window, ({}, {}))
+        if verdict.hotkey not in uploads:
+            return  # an upload this validator does not hold (any longer)
+        if any(t.hotkey == verdict.hotkey and t.window == verdict.window for t in self.tasks):
+            return
+        if sum(1 for t in self.tasks if t.claimant) >= 1:
+            return  # one confirmation a window: false claims cannot take the whole budget
+        task = Task(verdict.window, verdict.hotkey, uploads[verdict.hotkey], base, validator)
+        self.tasks.append(task)
+
+    def _run(self, task: Task) -> None:
+        """One waiting task: a link, or a check (read the answer, replay, compare)."""
+        assert self.replayer is not None, "setup first"
+        started = time.perf_counter()
+        try:
+            if task.link is not None:
+                outcome = self._link(task)
+            else:
+                outcome = self._check(task)
+        except _Owed as owed:
+            task.tries += 1
+            logger.info(
+                "window {} {}: {} (owed; tried again in idle time)",
+                task.window,
+                task.hotkey[:8],
+                owed,
+            )
+            return
+        except BadAnswer as bad:
+            outcome = Outcome(math.inf, bad.reason, bad.detail)
+        except Exception as error:  # noqa: BLE001 - ours (data, memory), not the sender's
+            self.tasks.remove(task)
+            logger.opt(exception=error).warning(
+                "window {} {}: check inconclusive (this validator failed to replay)",
+                task.window,
+                task.hotkey[:8],
+            )
+            self.rt.metrics.log(
+                "check",
+                window=task.window,
+                hotkey=task.hotkey,
+                ok=None,
+                reason="inconclusive",
+                detail=str(error)[:200],
+            )
+            return
+        self.tasks.remove(task)
+        if outcome is None:
+            return  # a link that holds
+        seconds = round(time.perf_counter() - started, 3)
+        if task.claimant and outcome.ok:
+            self.distrust[task.claimant] = task.window + DISTRUST
+            logger.warning(
+                "window {} {}: validator {} claimed a failed check; the replay here "
+                "passes: its claims are ignored for {} windows",
+                task.window,
+                task.hotkey[:8],
+                task.claimant[:8],
+                DISTRUST,
+            )
+        self._record(task.window, task.hotkey, outcome, seconds, task.claimant)
+
+    def _link(self, task: Task) -> Outcome | None:
+        """Whether the upload ``state_from`` names committed to the ``state_in`` claimed."""
+        assert task.link is not None
+        source, digest_in = task.link
+        reader = self.rt.reader(task.hotkey)
+        expected = Expected(
+            self.rt.cfg.protocol.run, source, ObjectKind.GRADIENT, task.hotkey, lane=self.lane
+        )
+        if reader is None:
+            raise _Owed("no bucket known")
+        try:
+            metadata = fetch_envelope(reader, expected, None, max_bytes=self.rt.max_bytes).metadata
+        except ObjectNotFound:
+            metadata = {}
+        except StorageError as error:
+            raise _Owed(f"the upload of window {source} is unreadable ({error.reason})") from None
+        except Rejected:
+            metadata = {}
+        if metadata.get(STATE_OUT) == digest_in:
+            return None
+        why = f"state_in is not the state its upload of window {source} left"
+        return Outcome(math.inf, "check_broken_chain", why)
+
+    def _check(self, task: Task) -> Outcome:
+        """Read the answer (and a late reveal), replay, compare."""
+        assert self.replayer is not None
+        p = self.rt.cfg.protocol
+        upload = task.upload if task.upload is not None else self._late_reveal(task)
+        draw = beacon(self.rt, task.window)
+        if draw is None:
+            raise _Owed("the chain gives no beacon now")
+        shapes = {k: tuple(v.shape) for k, v in task.base.items()}
+        chunks = chunk_map(self.rt, shapes)
+        ids = chunk_sample(
+            draw, p.run, self.lane, task.window, task.hotkey, chunks, p.scoring.check_chunks
+        )
+        digest_in, _, digest_out = commitments(upload.metadata, task.window)
+        tensors = self._read_answer(task, chunks, ids, digest_in == FRESH)
+        answer = parse_answer(chunks, ids, tensors, digest_in, digest_out)
+        samples = self.assigned_of(task.window)(task.hotkey)[: upload.samples or None]
+        batches = self.data.batches(samples, self.replayer.inner.micro_batch)
+        try:
+            delta = self.replayer.replay(task.base, batches, upload.steps)
+        except ReplayShort as short:
+            raise BadAnswer("check_steps", str(short)) from None
+        return self._compare(upload, chunks, ids, delta, answer)
+
+    def _late_reveal(self, task: Task) -> Received:
+        """A named target's upload revealed late (it must give its commit); owed until then."""
+        shapes = {k: tuple(v.shape) for k, v in task.base.items()}
+        got = collect_uploads(
+            self.rt,
+            task.window,
+            [task.hotkey],
+            base_version=None,
+            compressor=self.compressor,
+            shapes=shapes,
+            assigned=self.assigned_of(task.window),
+            lane=self.lane,
+            commits={task.hotkey: task.commit},
+        )
+        upload = got.accepted.get(task.hotkey)
+        if upload is not None:
+            task.upload = upload
+            return upload
+        if task.hotkey in got.rejected:
+            raise BadAnswer(
+                "check_unrevealed", f"its late reveal is refused ({got.rejected[task.hotkey]})"
+            )
+        raise _Owed("named for a check, and its upload is not revealed yet")
+
+    def _read_answer(self, task: Task, chunks, ids: list[int], fresh: bool) -> dict:
+        """The answer's tensors; :class:`_Owed` while it cannot be read."""
+        reader = self.rt.reader(task.hotkey)
+        expected = Expected(
+            self.rt.cfg.protocol.run,
+            task.window,
+            ObjectKind.CHECK_ANSWER,
+            task.hotkey,
+            lane=self.lane,
+        )
+        if reader is None:
+            raise _Owed("no bucket known")
+        try:
+            return fetch_envelope(
+                reader, expected, None, max_bytes=answer_bytes(chunks, ids, fresh)
+            ).tensors
+        except (ObjectNotFound, StorageError) as error:
+            raise _Owed(f"the answer to its check is not readable ({str(error)[:80]})") from None
+        except Rejected as error:
+            raise BadAnswer("check_bad_answer", str(error)) from None
+
+    def _compare(self, upload: Received, chunks, ids, delta, answer) -> Outcome:
+        """The comparison on the drawn chunks (``subnet.verify.check``)."""
+        p = self.rt.cfg.protocol
+        decoded = upload.decode()
+        name = p.compression.name
+        codec = (
+            "sparse"
+            if name.startswith("sparseloco")
+            else ("lossless" if name == "dense-fp32" else "other")
+        )
+        parts = []
+        values = zip(
+            ids,
+            chunks.chunks(delta, ids),
+            answer.ef_in,
+            answer.ef_out,
+            chunks.chunks(decoded, ids),
+            strict=True,
+        )
+        for i, replayed, e_in, e_out, sent in values:
+            tensor, index, _ = chunks.refs[i]
+            layout = chunks.layouts[tensor]
+            k_full, k_tail = layout.kept(p.compression.topk)
+            k = k_tail if layout.tail and index == layout.full else k_full
+            parts.append(Chunk(tensor, replayed, e_in, e_out, sent, sent != 0, k))
+        levels = {n: torch.unique(t[t != 0]) for n, t in decoded.items()}
+        return check(parts, p.compression.ef_decay, p.scoring.check_tolerance, codec, levels)
+
+    # -- outcomes -------------------------------------------------------------------------
+
+    def _record(
+        self, window: int, hotkey: str, outcome: Outcome, seconds: float = 0.0, claimant: str = ""
+    ) -> None:
+        """A finished check: verified, or banned here; reported in the next notice."""
+        result = "pass" if outcome.ok else str(outcome.reason)
+        self.results.append(Verdict(window, hotkey, result, outcome.error))
+        kind = "confirmation" if claimant else "check"
+        error = outcome.error if math.isfinite(outcome.error) else None
+        self.rt.metrics.log(
+            "check",
+            window=window,
+            hotkey=hotkey,
+            ok=outcome.ok,
+            reason=outcome.reason,
+            error=error,
+            detail=outcome.detail,
+            seconds=seconds,
+            claimant=claimant or None,
+        )
+        if outcome.ok:
+            self.verified[hotkey] = max(self.verified.get(hotkey, -1), window)
+            logger.info(
+                "window {} {}: {} passed (input error {:.2g}, {:.1f}s)",
+                window,
+                hotkey[:8],
+                kind,
+                outcome.error,
+                seconds,
+            )
+            return
+        self.banned[hotkey] = window
+        self.on_ban(hotkey)
+        logger.warning(
+            "window {} {}: {} failed, banned ({}: {})",
+            window,
+            hotkey[:8],
+            kind,
+            outcome.reason,
+            outcome.detail,
+        )
+
+    def _overdue(self, task: Task) -> None:
+        """A task past the grace: an owed answer or reveal is a failure (a liar would otherwise
+        withhold it); a confirmation or a link this validator could not finish is dropped."""
+        grace = self.rt.cfg.protocol.scoring.check_grace
+        if task.claimant or task.link is not None:
+            logger.warning(
+                "window {} {}: a {} found no idle time or no answer in {} windows; dropped",
+                task.window,
+                task.hotkey[:8],
+                "confirmation" if task.claimant else "link",
+                grace,
+            )
+            return
+        reason = "check_unrevealed" if task.upload is None else "check_unanswered"
+        detail = f"named for a check, and nothing to check within {grace} windows"
+        self._record(task.window, task.hotkey, Outcome(math.inf, reason, detail))
+
+
+class _Owed(Exception):
+    """What a check needs cannot be read now (missing, or a store failure): owed, not a lie."""
