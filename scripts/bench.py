@@ -1,7 +1,7 @@
 """Beam's benchmarks: ``python scripts/bench.py NAME [--json] [flags]``.
 
-NAME is ``adversarial``, ``audit``, ``broadcast``, ``compression``, ``convergence``, ``demo_load``, ``faults``,
-``rescore``, ``scale`` or ``throughput``
+NAME is ``adversarial``, ``broadcast``, ``compression``, ``convergence``, ``demo_load``, ``faults``,
+``rescore``, ``scale``, ``throughput`` or ``verify``
 (``--help`` after NAME lists its flags).
 Defaults fit a 2-core CPU; ``--device cuda`` plus the size flags scale a run up on a GPU. With
 ``--json`` the last line printed is one JSON object; without it, a readable summary. The measured
@@ -19,7 +19,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchmarks import (  # noqa: E402
     adversarial,
-    audit,
     broadcast,
     compression,
     convergence,
@@ -28,11 +27,11 @@ from benchmarks import (  # noqa: E402
     rescore,
     scale,
     throughput,
+    verify,
 )
 
 BENCHMARKS = {
     "adversarial": adversarial,
-    "audit": audit,
     "broadcast": broadcast,
     "compression": compression,
     "convergence": convergence,
@@ -41,6 +40,7 @@ BENCHMARKS = {
     "scale": scale,
     "throughput": throughput,
     "demo_load": demo_load,
+    "verify": verify,
 }
 
 

@@ -128,6 +128,17 @@ class ProtocolConfig(_Strict):
             raise ValueError(f"{value!r} must be 1-64 of a-z 0-9 . _ - (it names storage keys)")
         return value
 
+    @model_validator(mode="after")
+    def _checkable(self) -> ProtocolConfig:
+        # bf16 kernels differ between machines by far more than any check could tolerate
+        # (docs/protocol.md): an honest bf16 miner would fail checks, so it is refused here.
+        if self.inner.bf16_autocast and self.scoring.checks > 0:
+            raise ValueError(
+                "inner.bf16_autocast cannot be checked across machines: turn it off, or set "
+                "scoring.checks = 0 (no checks of training, as in a room of trusted members)"
+            )
+        return self
+
     def config_hash(self) -> str:
         """Stable short hash of every field (canonical JSON, sha256, 16 hex digits)."""
         canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))

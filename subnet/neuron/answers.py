@@ -26,7 +26,7 @@ from ..storage.keys import ObjectKind
 from ..verify.answer import encode_answer
 from ..verify.chunks import FRESH, ChunkMap
 from ..verify.draw import chunk_sample
-from ..verify.notice import BadNotice, parse_notice
+from ..verify.notice import BadNotice, Notice, parse_notice
 from ..wire import Expected, Rejected, fetch_envelope, publish_envelope
 from .state import prefixed, unprefixed
 
@@ -114,6 +114,48 @@ def notice_lane(rt: Any) -> str | None:
     return None
 
 
+_HEX = frozenset("0123456789abcdef")
+
+
+class Malformed(ValueError):
+    """An upload whose commitments do not parse."""
+
+
+def commitments(metadata: dict[str, str], window: int) -> tuple[str, int | None, str]:
+    """``(state_in, state_from, state_out)`` of an upload, parsed totally (:class:`Malformed`)."""
+    digest_in, digest_out = metadata.get(STATE_IN, ""), metadata.get(STATE_OUT, "")
+    source = metadata.get(STATE_FROM, "")
+    for digest in (digest_in, digest_out):
+        if digest != FRESH and not (len(digest) == 64 and set(digest) <= _HEX):
+            raise Malformed("no error-feedback roots in the upload")
+    if digest_out == FRESH:
+        raise Malformed("state_out must be a root")
+    if digest_in == FRESH:
+        if source:
+            raise Malformed("a fresh state_in names no state_from")
+        return digest_in, None, digest_out
+    if not (source.isascii() and source.isdigit() and len(source) <= 12):
+        raise Malformed(f"state_from {source[:20]!r} is not a window")
+    if not 0 <= int(source) < window:
+        raise Malformed(f"state_from {source} is not an earlier window")
+    return digest_in, int(source), digest_out
+
+
+def read_notice(rt: Any, window: int, validator: str) -> Notice | None:
+    """``validator``'s notice for ``window``; None when it is not there (yet) or unreadable
+    now. Raises ``BadNotice`` / ``Rejected`` for one that is there and refused."""
+    lane = notice_lane(rt)
+    reader = rt.reader(validator)
+    if lane is None or reader is None:
+        return None
+    expected = Expected(rt.cfg.protocol.run, window, ObjectKind.CHECKS, validator, lane=lane)
+    try:
+        envelope = fetch_envelope(reader, expected, None, max_bytes=NOTICE_BYTES)
+    except (ObjectNotFound, StorageError):
+        return None
+    return parse_notice(envelope.metadata)
+
+
 def named_by(rt: Any, window: int, held: Held) -> list[str]:
     """Validators whose notice for ``window`` names this miner (reading only notices not read
     yet; a notice that is not there yet is looked for again at the next call)."""
@@ -124,16 +166,8 @@ def named_by(rt: Any, window: int, held: Held) -> list[str]:
     for validator in rt.writers(lane):
         if validator in held.seen:
             continue
-        reader = rt.reader(validator)
-        expected = Expected(rt.cfg.protocol.run, window, ObjectKind.CHECKS, validator, lane=lane)
         try:
-            if reader is None:
-                continue
-            notice = parse_notice(
-                fetch_envelope(reader, expected, None, max_bytes=NOTICE_BYTES).metadata
-            )
-        except (ObjectNotFound, StorageError):
-            continue  # not written yet, or unreadable now: looked for again
+            notice = read_notice(rt, window, validator)
         except (Rejected, BadNotice) as error:
             held.seen.add(validator)
             logger.info(
@@ -143,6 +177,8 @@ def named_by(rt: Any, window: int, held: Held) -> list[str]:
                 error,
             )
             continue
+        if notice is None:
+            continue  # not written yet, or unreadable now: looked for again
         held.seen.add(validator)
         if rt.hotkey in notice.targets:
             named.append(validator)

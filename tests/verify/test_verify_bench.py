@@ -1,0 +1,48 @@
+"""``bench.py verify`` on a tiny variant: it runs, its record has the keys the docs quote, and its
+honest checks pass while its lies of half a percent of the update are caught."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from benchmarks import verify  # noqa: E402
+
+KEYS = {"miner_bytes_mean_over_upload", "miner_bytes_max_over_upload",
+        "validator_download_over_uploads", "validator_compute_miner_windows"}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def record(iambic_1024) -> dict:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=1)
+    verify.add_arguments(parser)
+    data = str(iambic_1024 / "iambic-v1024")
+    args = parser.parse_args(["--cost-preset", "tiny", "--cost-data", data, "--honest-data", data,
+                              "--windows", "2", "--paths", "best,default,threads2",
+                              "--inner-steps", "3"])  # fmt: skip
+    return verify.run(args)
+
+
+def test_the_record_has_every_key_per_network_size(record) -> None:
+    for key in KEYS:
+        assert set(record[key]) == {"16", "64", "256"}, key
+        assert all(v > 0 for v in record[key].values()), key
+    for key in ("honest_checks", "honest_false_flags", "honest_max_error", "smallest_lie_error",
+                "allowance", "targets_met"):  # fmt: skip
+        assert key in record, key
+
+
+def test_honest_paths_pass_and_half_a_percent_lies_do_not(record) -> None:
+    assert record["honest_checks"] == 2 * 3 * 2  # windows x ordered pairs of 3 paths
+    assert record["honest_false_flags"] == 0
+    assert record["honest_max_error"] < record["tolerance"] < record["smallest_lie_error"]
+    assert record["lies"]["by_size"]["0.005"]["caught"] == 2
+    assert record["bf16_refused"]
