@@ -32,10 +32,13 @@ ATTACKER_SCRIPT = "scripts/benchmarks/attackers.py"
 ALL_ATTACKS = ("copier", "noisy_copier", "stale_replayer", "lazy_trainer", "subtle_poisoner",
                "hugging_poisoner", "orthogonal_poisoner", "heldout_poisoner", "sign_flipper",
                "inflater", "switcher", "free_rider", "late_uploader", "malformed_sender",
-               "envelope_replayer", "state_poisoner")  # fmt: skip
+               "envelope_replayer", "state_poisoner", "bias_group_a", "bias_group_b",
+               "bias_group_c", "late_liar")  # fmt: skip
 COPIES = ("copier", "noisy_copier", "stale_replayer", "envelope_replayer")  # they need victims
 # They train honestly: their target is an honest miner's pay, no more.
 HONEST_WORK = ("inflater",)
+# Three hotkeys that share one bias (``poisoners.BiasGroup``): each kind, and the three together.
+GROUP = ("bias_group_a", "bias_group_b", "bias_group_c")
 # Their scored upload is not what they leave for the holder: it must not be merged at all (and
 # the two payloads they signed get them banned: ``subnet/neuron/equivocation.py``).
 SWITCHED = ("switcher",)
@@ -313,6 +316,13 @@ def targets(record: dict) -> dict:
             out[f"{kind}_le_best_honest"] = all(a <= b for a, b in zip(got, limit, strict=True))
             continue
         out[f"{kind}_le_1pct"] = max(got) <= 0.01
+    group = [groups[k] for k in GROUP if k in record["attacks"]]
+    if len(group) == len(GROUP):  # the three hotkeys of one bias, together
+        together = [sum(g["validator_weight_share"][i] for g in group)
+                    for i in range(len(h["validator_weight_share"]))]  # fmt: skip
+        together += [sum(g["incentive"] for g in group),
+                     sum(g["merge_weight_share_reported"] or 0.0 for g in group)]  # fmt: skip
+        out["bias_group_together_le_1pct"] = max(together) <= 0.01
     out["no_honest_miner_banned"] = h.get("banned_by", 0) == 0 and h.get("check_banned_by", 0) == 0
     # The honest work keeps 95 %: the honest miners, and what an honest-work attacker may earn.
     work = [h, *(groups[k] for k in record["attacks"] if k in HONEST_WORK)]

