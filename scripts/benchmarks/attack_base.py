@@ -110,4 +110,3 @@ class Attacker(Miner):
                                  lane=self.lane)  # fmt: skip
         key = object_key(run, ObjectKind.GRADIENT_COMMIT, window, self.rt.hotkey, lane=self.lane)
         self.rt.store.put(key, commit)
-

@@ -143,6 +143,7 @@ class LazyTrainer(Attacker):
         )
         return upload
 
+
 class Switcher(_Transform):
     """Reveals its honest upload, lets the validators score it, then rewrites it in its own
     bucket with ``-5 x`` of it before the holder's merge: bait and switch.

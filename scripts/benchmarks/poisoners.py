@@ -128,8 +128,13 @@ class StatePoisoner(_Poisoner):
         gnorm = sum(float(v.pow(2).sum()) for v in generic.values()) ** 0.5 or 1.0
         for name, buffer in line.ef.buffers.items():
             line.ef.buffers[name] = buffer - (0.5 * norm / gnorm) * generic[name]
-        self.held_now = Held.of(chunk_map(self.rt, shapes), held.window, held.state_from,
-                                held.before, line.ef.state_dict())
+        self.held_now = Held.of(
+            chunk_map(self.rt, shapes),
+            held.window,
+            held.state_from,
+            held.before,
+            line.ef.state_dict(),
+        )
         upload.metadata.update(self.held_now.metadata())
         return upload
 
@@ -150,7 +155,6 @@ class Inflater(_Transform):
 
     def transform(self, delta, window):
         return {k: 3.0 * v for k, v in delta.items()}
-
 
 
 class BiasGroup(Attacker):
