@@ -19,7 +19,8 @@ window and checks it. From those measurements, at N = 16, 64 and 256 miners with
 
 **Honest noise and lies** on ``--honest-preset`` (``tiny``): ``--windows`` windows trained on
 every kernel path (``ATEN_CPU_CAPABILITY=default|avx2``, the machine's best,
-``MKL_ENABLE_INSTRUCTIONS=AVX2``, 1 and 2 threads, a 2-rank DDP and a 2-rank FSDP miner), each
+``MKL_ENABLE_INSTRUCTIONS=AVX2``, 1 and 2 threads, a 2-rank DDP miner on the default kernels and a
+2-rank FSDP miner on AVX2's), each
 from the same base models, each with its own error-feedback chain. Every miner path is checked
 against every other path's replay, on the chunks several beacons draw: ``honest_checks``,
 ``honest_false_flags`` and ``honest_max_error``. Then lies: the same uploads with a bias hidden
@@ -69,8 +70,9 @@ PATHS: dict[str, tuple[dict[str, str], int, str | None]] = {
     "best": ({}, 1, None),
     "mkl-avx2": ({"MKL_ENABLE_INSTRUCTIONS": "AVX2"}, 1, None),
     "threads2": ({}, 2, None),
-    "ddp2": ({}, 1, "ddp"),
-    "fsdp2": ({}, 1, "fsdp"),
+    # 2-rank miners on the portable kernels: never the path of the validator they face here
+    "ddp2": ({"ATEN_CPU_CAPABILITY": "default"}, 1, "ddp"),
+    "fsdp2": ({"ATEN_CPU_CAPABILITY": "avx2"}, 1, "fsdp"),
 }
 LIES = (0.001, 0.002, 0.005, 0.01, 0.05)  # sizes relative to the update's norm
 TARGET_LIE = 0.005

