@@ -40,16 +40,16 @@ from loguru import logger
 
 from ..compression import Compressor
 from ..model import build_model
-from ..storage.base import ObjectNotFound, StorageError
+from ..storage.base import StorageError
 from ..storage.keys import ObjectKind
-from ..verify.answer import BadAnswer, answer_bytes, parse_answer
+from ..verify.answer import BadAnswer, parse_answer
 from ..verify.check import Outcome, check, chunks_for, levels
 from ..verify.chunks import FRESH
 from ..verify.draw import chunk_sample, targets
 from ..verify.notice import BadNotice, Notice, Verdict
-from ..wire import Expected, Rejected, fetch_envelope, publish_envelope
+from ..wire import Rejected, publish_envelope
+from . import check_reads as reads
 from .answers import (
-    STATE_OUT,
     Malformed,
     beacon,
     chunk_map,
@@ -59,11 +59,11 @@ from .answers import (
 )
 from .replay import Replayer, ReplayShort
 from .rules import inner_config
-from .uploads import Received, WindowUploads, collect_uploads
+from .uploads import Received, WindowUploads
 
 KEEP_OUTS = 16  # committed state_out roots kept per sender (its last uploads)
 DISTRUST = 16  # windows a validator's failure claims are ignored after one proved false
-READ_TRIES = 3  # reads of an answer per idle period before it is owed to the next one
+READ_SHARE, READ_MIN_S = 0.05, 5.0  # one read of a miner's bucket: 5 % of a window, >= 5 s
 
 
 @dataclass
@@ -103,6 +103,7 @@ class Checker:
         # window -> (its accepted uploads, its model): the last two, for confirmations
         self.held: dict[int, tuple[dict[str, Received], dict[str, torch.Tensor]]] = {}
         self.replayer: Replayer | None = None
+        self.window_seconds, self._last_idle = 60.0, None  # measured between idle periods
 
     # -- setup and state ------------------------------------------------------------------
 
@@ -237,6 +238,10 @@ class Checker:
         links and checks, confirmations first, until the middle of the next upload phase."""
         if not self.active:
             return
+        now = time.monotonic()
+        if self._last_idle is not None and self._last_idle[0] == window - 1:
+            self.window_seconds = now - self._last_idle[1]
+        self._last_idle = (window, now)
         self._read_notices(window)
         cfg = self.rt.cfg.protocol.window
         stop = self.rt.windows.start(window + 1) + cfg.upload_deadline // 2
@@ -299,7 +304,7 @@ class Checker:
                 outcome = self._link(task)
             else:
                 outcome = self._check(task)
-        except _Owed as owed:
+        except reads.Owed as owed:
             task.tries += 1
             logger.info(
                 "window {} {}: {} (owed; tried again in idle time)",
@@ -346,40 +351,53 @@ class Checker:
         """Whether the upload ``state_from`` names committed to the ``state_in`` claimed."""
         assert task.link is not None
         source, digest_in = task.link
-        reader = self.rt.reader(task.hotkey)
-        expected = Expected(
-            self.rt.cfg.protocol.run, source, ObjectKind.GRADIENT, task.hotkey, lane=self.lane
-        )
-        if reader is None:
-            raise _Owed("no bucket known")
-        try:
-            metadata = fetch_envelope(reader, expected, None, max_bytes=self.rt.max_bytes).metadata
-        except ObjectNotFound:
-            metadata = {}
-        except StorageError as error:
-            raise _Owed(f"the upload of window {source} is unreadable ({error.reason})") from None
-        except Rejected:
-            metadata = {}
-        if metadata.get(STATE_OUT) == digest_in:
+        if reads.link_holds(self.rt, self.lane, task.hotkey, source, digest_in, self.read_seconds):
             return None
         why = f"state_in is not the state its upload of window {source} left"
         return Outcome(math.inf, "check_broken_chain", why)
+
+    @property
+    def read_seconds(self) -> float:
+        """How long one read of a miner's bucket may hold a check: ``READ_SHARE`` of a window
+        (as last measured between idle periods), at least ``READ_MIN_S``."""
+        return max(READ_MIN_S, READ_SHARE * self.window_seconds)
 
     def _check(self, task: Task) -> Outcome:
         """Read the answer (and a late reveal), replay, compare."""
         assert self.replayer is not None
         p = self.rt.cfg.protocol
-        upload = task.upload if task.upload is not None else self._late_reveal(task)
+        shapes = {k: tuple(v.shape) for k, v in task.base.items()}
+        if task.upload is None:
+            task.upload = reads.late_reveal(
+                self.rt,
+                self.lane,
+                task.window,
+                task.hotkey,
+                task.commit,
+                self.compressor,
+                shapes,
+                self.assigned_of(task.window),
+                self.read_seconds,
+            )
+        upload = task.upload
         draw = beacon(self.rt, task.window)
         if draw is None:
-            raise _Owed("the chain gives no beacon now")
-        shapes = {k: tuple(v.shape) for k, v in task.base.items()}
+            raise reads.Owed("the chain gives no beacon now")
         chunks = chunk_map(self.rt, shapes)
         ids = chunk_sample(
             draw, p.run, self.lane, task.window, task.hotkey, chunks, p.scoring.check_chunks
         )
         digest_in, _, digest_out = commitments(upload.metadata, task.window)
-        tensors = self._read_answer(task, chunks, ids, digest_in == FRESH)
+        tensors = reads.answer(
+            self.rt,
+            self.lane,
+            task.window,
+            task.hotkey,
+            chunks,
+            ids,
+            digest_in == FRESH,
+            self.read_seconds,
+        )
         answer = parse_answer(chunks, ids, tensors, digest_in, digest_out)
         samples = self.assigned_of(task.window)(task.hotkey)[: upload.samples or None]
         batches = self.data.batches(samples, self.replayer.inner.micro_batch)
@@ -388,51 +406,6 @@ class Checker:
         except ReplayShort as short:
             raise BadAnswer("check_steps", str(short)) from None
         return self._compare(upload, chunks, ids, delta, answer)
-
-    def _late_reveal(self, task: Task) -> Received:
-        """A named target's upload revealed late (it must give its commit); owed until then."""
-        shapes = {k: tuple(v.shape) for k, v in task.base.items()}
-        got = collect_uploads(
-            self.rt,
-            task.window,
-            [task.hotkey],
-            base_version=None,
-            compressor=self.compressor,
-            shapes=shapes,
-            assigned=self.assigned_of(task.window),
-            lane=self.lane,
-            commits={task.hotkey: task.commit},
-        )
-        upload = got.accepted.get(task.hotkey)
-        if upload is not None:
-            task.upload = upload
-            return upload
-        if task.hotkey in got.rejected:
-            raise BadAnswer(
-                "check_unrevealed", f"its late reveal is refused ({got.rejected[task.hotkey]})"
-            )
-        raise _Owed("named for a check, and its upload is not revealed yet")
-
-    def _read_answer(self, task: Task, chunks, ids: list[int], fresh: bool) -> dict:
-        """The answer's tensors; :class:`_Owed` while it cannot be read."""
-        reader = self.rt.reader(task.hotkey)
-        expected = Expected(
-            self.rt.cfg.protocol.run,
-            task.window,
-            ObjectKind.CHECK_ANSWER,
-            task.hotkey,
-            lane=self.lane,
-        )
-        if reader is None:
-            raise _Owed("no bucket known")
-        try:
-            return fetch_envelope(
-                reader, expected, None, max_bytes=answer_bytes(chunks, ids, fresh)
-            ).tensors
-        except (ObjectNotFound, StorageError) as error:
-            raise _Owed(f"the answer to its check is not readable ({str(error)[:80]})") from None
-        except Rejected as error:
-            raise BadAnswer("check_bad_answer", str(error)) from None
 
     def _compare(self, upload: Received, chunks, ids, delta, answer) -> Outcome:
         """The comparison on the drawn chunks (``subnet.verify.check``)."""
@@ -447,7 +420,9 @@ class Checker:
         parts = chunks_for(
             chunks, ids, delta, answer.ef_in, answer.ef_out, decoded, p.compression.topk
         )
-        return check(parts, p.compression.ef_decay, p.scoring.check_tolerance, codec, levels)
+        return check(
+            parts, p.compression.ef_decay, p.scoring.check_tolerance, codec, levels(decoded)
+        )
 
     # -- outcomes -------------------------------------------------------------------------
 
@@ -508,7 +483,3 @@ class Checker:
         reason = "check_unrevealed" if task.upload is None else "check_unanswered"
         detail = f"named for a check, and nothing to check within {grace} windows"
         self._record(task.window, task.hotkey, Outcome(math.inf, reason, detail))
-
-
-class _Owed(Exception):
-    """What a check needs cannot be read now (missing, or a store failure): owed, not a lie."""

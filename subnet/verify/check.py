@@ -106,17 +106,17 @@ def _codec_output(chunk: Chunk, claimed: torch.Tensor) -> str | None:
 
 
 def _bins(
-    chunks: list[Chunk], claimed: list[torch.Tensor], levels: dict[str, torch.Tensor]
+    chunks: list[Chunk], claimed: list[torch.Tensor], books: dict[str, torch.Tensor]
 ) -> str | None:
     """Per tensor: no value coded small is larger than one coded large (SparseLoCo's one
-    threshold per tensor). ``levels``: each tensor's decoded values (its codebook levels)."""
+    threshold per tensor). ``books``: each tensor's codebook levels (:func:`levels`)."""
     by_tensor: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = {}
     for chunk, u in zip(chunks, claimed, strict=True):
         by_tensor.setdefault(chunk.name, []).append((chunk.sent[chunk.kept], u[chunk.kept]))
     for name, parts in by_tensor.items():
         sent = torch.cat([p[0] for p in parts])
         u = torch.cat([p[1] for p in parts]).abs()
-        book = levels.get(name, torch.zeros(0))
+        book = books.get(name, torch.zeros(0))
         big = torch.zeros_like(sent, dtype=torch.bool)
         known = torch.zeros_like(sent, dtype=torch.bool)
         for negative in (True, False):
@@ -138,10 +138,10 @@ def check(
     decay: float,
     tolerance: float,
     codec: str = "sparse",
-    levels: dict[str, torch.Tensor] | None = None,
+    books: dict[str, torch.Tensor] | None = None,
 ) -> Outcome:
     """Check the drawn ``chunks`` (see the module doc). ``codec``: ``sparse`` (SparseLoCo:
-    ``levels`` are each tensor's codebook levels), ``lossless`` or ``other``."""
+    ``books`` are each tensor's codebook levels, :func:`levels`), ``lossless`` or ``other``."""
     sparse, lossless = codec == "sparse", codec == "lossless"
     num = den = 0.0
     claimed: list[torch.Tensor] = []
@@ -161,7 +161,7 @@ def check(
             if why is not None:
                 return Outcome(math.inf, "check_codec", f"{chunk.name}: {why}")
     if sparse:
-        why = _bins(chunks, claimed, levels or {})
+        why = _bins(chunks, claimed, books or {})
         if why is not None:
             return Outcome(math.inf, "check_codec", why)
     error = 0.0 if den == 0.0 and num == 0.0 else math.sqrt(num / den) if den else math.inf
