@@ -166,10 +166,9 @@ class Checker:
             p.scoring.check_share,
         )
         self.targets = {w: t for w, t in self.targets.items() if w >= window - 2}
-        self.targets[window] = chosen
         notice = Notice(tuple(chosen), tuple(self.results[-32:]))
         try:
-            publish_envelope(
+            _, written = publish_envelope(
                 self.rt.store,
                 signer=self.rt.signer,
                 run=p.run,
@@ -179,14 +178,18 @@ class Checker:
                 metadata=notice.metadata(),
                 lane=notice_lane(self.rt),
             )
-        except StorageError as error:
+            if not written:  # a restart: the notice out there names whom miners answer for
+                mine = read_notice(self.rt, window, me)
+                chosen = list(mine.targets) if mine is not None else []
+        except (StorageError, BadNotice, Rejected) as error:
             logger.warning(
                 "window {}: writing the check notice failed ({}); its targets are not checked",
                 window,
-                error.reason,
+                error,
             )
             self.targets[window] = []
             return
+        self.targets[window] = chosen
         self.results = []
         logger.info("window {}: checking {}", window, ", ".join(t[:8] for t in chosen) or "none")
 

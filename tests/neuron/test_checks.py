@@ -309,3 +309,28 @@ def test_a_newcomer_claiming_a_history_it_does_not_have_fails(checked_world) -> 
     play(holder, [m1, m2], validator, 1)
     failed = [c for c in records(validator, "check") if not c["ok"]]
     assert [(c["hotkey"], c["reason"]) for c in failed] == [(m2.rt.hotkey, "check_broken_chain")]
+
+
+def test_a_validator_restarted_after_its_notice_checks_whom_the_notice_named(
+    world_with, monkeypatch
+) -> None:
+    monkeypatch.setattr(validator_module, "random_sample_ids",
+                        functools.partial(random_sample_ids, seed=0))  # fmt: skip
+    world = world_with({"holder": "holder", "v1": "validator", "m1": "miner", "m2": "miner"},
+                       scoring={**ALL, "checks": 1})  # fmt: skip
+    holder, m1, m2, validator = roles(world)
+    for m in (m1, m2):
+        run_at(m, 0, 1)
+    assert run_at(validator, 4, 5) == 0  # the notice is out: one of the two is named
+    (named,) = validator.checker.targets[0]
+    for m in (m1, m2):
+        run_at(m, 6)
+        run_at(m, 7)
+    again = Validator(world.runtimes["v1"])
+    again.snapshot = validator.snapshot  # (a restart within the window keeps no snapshot)
+    # Restarted, it would now name the other (the named one counts as verified first): it
+    # must check whom its notice named, the one that answered.
+    again.checker.verified = {named: 0}
+    assert run_at(again, 5, 7) == 1
+    assert again.checker.targets[0] == [named]
+    assert [(c["hotkey"], c["ok"]) for c in records(again, "check")] == [(named, True)]
