@@ -79,7 +79,7 @@ class Miner(BaseNeuron):
     def observe(self, tick: int, window: int, offset: int) -> None:
         self.pacer.observe(tick)  # measures the tick (block) time
         # A reveal that failed, or one a stall or restart let pass, goes out late: nobody pays
-        # it now, but an audit drawn for it is still owed (validators check it a window later)
+        # it now, but a check named for it is still owed (validators read it a window later)
         # and the next upload's state continues its committed state.
         for sealed in [s for s in self.sealed.values() if s.pending or s.window < window]:
             self.settle(sealed, last_chance=sealed.window < window - 1)

@@ -162,7 +162,7 @@ def test_every_sdk_read_was_answered(simnet):
 
 
 def test_block_hashes_are_known_only_once_made_and_differ_between_chains(simnet, subnet3, tmp_path):
-    """The audit beacon: a made block's hash is stable; a future one is refused; another chain
+    """The check beacon: a made block's hash is stable; a future one is refused; another chain
     (another secret) hashes the same number differently, so nobody can work one out ahead."""
     from subnet.chain.simnet.chain import SimChain, block_number_of
     from subnet.chain.simnet.state import ChainState

@@ -30,7 +30,7 @@ def signing_payload(genesis: str, call: dict[str, Any], signer: str, nonce: int)
 def block_hash(genesis: str, number: int, entropy: str = "") -> str:
     """Hash of block ``number``: its last 16 hex digits are the number, the rest a function of
     the chain's secret ``entropy``, so nobody but the server knows a block's hash before the
-    block is made (audits draw from it: ``subnet.scoring.audit``)."""
+    block is made (the beacon checks of training draw from: ``subnet.verify.draw``)."""
     digest = hashlib.sha256(f"{genesis}:{entropy}:{number}".encode()).hexdigest()[:48]
     return f"0x{digest}{number:016x}"
 
