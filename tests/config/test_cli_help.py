@@ -48,8 +48,17 @@ def test_every_boolean_can_be_switched_off_and_on(flag):
             cfg = getattr(cfg, part)
         return cfg
 
-    assert value(parse_config([f"--no-{flag.name}"], env={flag.env: "1"})) is False
-    assert value(parse_config([f"--{flag.name}"], env={flag.env: "0"})) is True
+    # bf16 autocast cannot be checked across machines: it needs checks of training off
+    extra = (
+        ["--protocol.scoring.checks", "0"] if flag.name == "protocol.inner.bf16_autocast" else []
+    )
+    assert value(parse_config([*extra, f"--no-{flag.name}"], env={flag.env: "1"})) is False
+    assert value(parse_config([*extra, f"--{flag.name}"], env={flag.env: "0"})) is True
+
+
+def test_bf16_autocast_with_checks_on_is_one_config_error():
+    with pytest.raises(ConfigError, match="bf16_autocast cannot be checked across machines"):
+        parse_config(["--protocol.inner.bf16_autocast"], env={})
 
 
 def test_boolean_off_with_a_bucket():

@@ -89,7 +89,7 @@ def make_world(tmp_path: Path, data_dir: Path, roster_names: dict[str, str] | No
     window = protocol_fields.pop("window", default)
     protocol = ProtocolConfig(
         dataset="tiny", seq_len=16, eval_samples=4, holder_hotkey=keys["holder"].ss58_address,
-        window=window, inner={"steps": 2, "micro_batch": 2}, **protocol_fields,
+        window=window, inner={"steps": 2, "micro_batch": 2, "moment_init": 0.0}, **protocol_fields,
     )  # fmt: skip
     cfg = BeamConfig(protocol=protocol, node=NodeConfig(data=DataConfig(dir=str(data_dir))))
     if spec is None:
