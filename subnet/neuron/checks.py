@@ -78,6 +78,7 @@ class Task:
     commit: str = ""  # an upload committed and not revealed in time: the digest committed to
     link: tuple[int, str] | None = None  # only a link to read: (state_from, state_in)
     tries: int = 0
+    bytes: int = 0  # the answer's payload, once read (what the check cost in downloads)
 
 
 class Checker:
@@ -348,7 +349,7 @@ class Checker:
                 task.claimant[:8],
                 DISTRUST,
             )
-        self._record(task.window, task.hotkey, outcome, seconds, task.claimant)
+        self._record(task.window, task.hotkey, outcome, seconds, task.claimant, task.bytes)
 
     def _link(self, task: Task) -> Outcome | None:
         """Whether the upload ``state_from`` names committed to the ``state_in`` claimed."""
@@ -401,6 +402,7 @@ class Checker:
             digest_in == FRESH,
             self.read_seconds,
         )
+        task.bytes = sum(t.numel() * t.element_size() for t in tensors.values())
         answer = parse_answer(chunks, ids, tensors, digest_in, digest_out)
         samples = self.assigned_of(task.window)(task.hotkey)[: upload.samples or None]
         batches = self.data.batches(samples, self.replayer.inner.micro_batch)
@@ -430,7 +432,13 @@ class Checker:
     # -- outcomes -------------------------------------------------------------------------
 
     def _record(
-        self, window: int, hotkey: str, outcome: Outcome, seconds: float = 0.0, claimant: str = ""
+        self,
+        window: int,
+        hotkey: str,
+        outcome: Outcome,
+        seconds: float = 0.0,
+        claimant: str = "",
+        nbytes: int = 0,
     ) -> None:
         """A finished check: verified, or banned here; reported in the next notice."""
         result = "pass" if outcome.ok else str(outcome.reason)
@@ -447,6 +455,7 @@ class Checker:
             detail=outcome.detail,
             seconds=seconds,
             claimant=claimant or None,
+            bytes=nbytes,
         )
         if outcome.ok:
             self.verified[hotkey] = max(self.verified.get(hotkey, -1), window)
