@@ -260,10 +260,14 @@ class Validator(BaseNeuron):
 
     def _unpaid(self, verdicts: dict[str, Verdict]) -> dict[str, Verdict]:
         """Without ``scoring.pay_unverified``: scores of 0 for senders no check has passed yet
-        (their probation)."""
+        (their probation: they are checked first), once any paid sender is verified (a network's
+        first windows, when nobody is yet, pay as they would otherwise)."""
         unpaid: dict[str, str] = {}
+        verified = self.checker.verified
+        paid = {hk for hk, v in verdicts.items() if v.score > 0}
         if not self.rt.cfg.protocol.scoring.pay_unverified and self.checker.active:
-            unpaid = {hk: "unverified" for hk in verdicts if hk not in self.checker.verified}
+            if paid & verified.keys():
+                unpaid = {hk: "unverified" for hk in paid if hk not in verified}
         return {
             hk: replace(v, score=0.0, reason="rejected", detail=unpaid[hk]) if hk in unpaid else v
             for hk, v in verdicts.items()

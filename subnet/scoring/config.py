@@ -163,10 +163,12 @@ class ScoringConfig(BaseModel):
         ),
     )
     pay_unverified: bool = Field(
-        True,
+        False,
         description=(
-            "pay senders no check has passed yet; false scores them 0 until one does (their "
-            "probation), so a fresh hotkey that lies from its first upload earns nothing"
+            "pay senders no check has passed yet; false (the default) scores them 0 until one "
+            "does (their probation; they are checked first), so a fresh hotkey that lies from "
+            "its first upload earns nothing and is never merged. A network's first windows, "
+            "with nobody verified yet, pay everyone"
         ),
     )
 

@@ -334,3 +334,26 @@ def test_a_validator_restarted_after_its_notice_checks_whom_the_notice_named(
     assert run_at(again, 5, 7) == 1
     assert again.checker.targets[0] == [named]
     assert [(c["hotkey"], c["ok"]) for c in records(again, "check")] == [(named, True)]
+
+
+def test_a_sender_no_check_has_passed_is_not_paid_once_someone_is_verified(
+    world_with, monkeypatch
+) -> None:
+    monkeypatch.setattr(validator_module, "random_sample_ids",
+                        functools.partial(random_sample_ids, seed=0))  # fmt: skip
+    world = world_with({"holder": "holder", "v1": "validator", "m1": "miner", "m2": "miner"},
+                       scoring={**ALL, "checks": 1})  # fmt: skip
+    holder, m1, m2, validator = roles(world)
+    play(holder, [m1, m2], validator, 0)
+    # Nobody was verified yet: the network's first window pays as it would without checks.
+    assert "unverified" not in details(validator).values()
+    (first,) = validator.checker.targets[0]
+    assert set(validator.checker.verified) == {first}
+    play(holder, [m1, m2], validator, 1)
+    (second,) = validator.checker.targets[1]
+    assert second != first  # the one not verified yet is checked first
+    got = verdicts(validator)
+    assert got[second] == ["rejected", 0.0] and details(validator)[second] == "unverified"
+    assert got[first][0] == "scored" and got[first][1] > 0.0
+    play(holder, [m1, m2], validator, 2)
+    assert "unverified" not in details(validator).values()  # both verified now
