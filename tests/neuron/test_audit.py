@@ -351,5 +351,5 @@ def test_a_newcomer_claiming_a_history_it_does_not_have_fails_at_once(audited_wo
         assert run_at(m, 16) == 1
     assert run_at(validator, 16) == 1
     failed = [a for a in records(validator, "audit") if not a["ok"]]
+    # broken_chain, not a replay's verdict: the link alone decided, before any training
     assert [(a["hotkey"], a["reason"]) for a in failed] == [(m2.rt.hotkey, "audit_broken_chain")]
-    assert failed[0]["seconds"] < 1.0  # no training: the link alone decides
