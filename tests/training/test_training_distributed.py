@@ -84,13 +84,14 @@ def test_two_rank_upload_matches_one_rank(tmp_path: Path, one_rank: dict, mode: 
     residual: dict[str, torch.Tensor] = {}  # the two-rank miner's error feedback
     for w in range(2):  # the second window also checks that AdamW state carried over
         d1, d2 = one_rank[f"delta{w}"], two[f"delta{w}"]
-        # Only the order of floating-point sums differs: measured <= 3.6e-5 over the paths.
+        # Only the order of floating-point sums differs: measured <= 4.1e-5 over the paths.
         assert _norm({k: d1[k] - d2[k] for k in d1}) / _norm(d1) < 1e-4
         assert two[f"tokens{w}"] == one_rank[f"tokens{w}"]
-        assert abs(two[f"loss{w}"] - one_rank[f"loss{w}"]) < 1e-5  # measured <= 3.2e-7
+        assert abs(two[f"loss{w}"] - one_rank[f"loss{w}"]) < 1e-5  # measured <= 6.4e-7
         # The upload is compared in the codec's input domain: the one-rank pseudo-gradient
         # plus the two-rank miner's own error feedback (its residual is its own state: the
-        # payloads may differ at near-ties, and so may what they leave behind).
+        # payloads may differ at near-ties, and so may what they leave behind). Inputs within
+        # 1e-4 (L2, as the pseudo-gradients); the distance the payloads force: <= 7.3e-8.
         reference = {k: residual[k].mul(ERROR_FEEDBACK) + d1[k] if residual else d1[k] for k in d1}
         got = agreement(codec, two[f"payload{w}"], reference, rtol=1e-4)
         assert got.ok, got
