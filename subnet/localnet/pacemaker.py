@@ -15,11 +15,17 @@ block time long enough that each phase holds its work, with headroom:
   need: from its ``train`` and ``upload`` records, ``sync + H x step + compress and upload``
   must fit in ``upload_deadline - 1`` blocks (a ``window_skipped`` record: ``H x step``).
 
-The block time follows the largest need of the last two windows: it lengthens at once and
-shortens by at most 15 % a window, never below the block time the run started with nor above
-``max_factor`` times it. Every change is a log line with whose step set it and the numbers, and a
-record in ``pacemaker.jsonl`` in the run folder. The rules are pure functions; the class is the
-shell that reads files and calls simnet.
+Each source (a neuron's step, a miner's window) counts with the lower median of its last three
+needs (its first one alone counts at once), so one stalled call does not stretch the run and a
+load that lasts does. The block time follows the largest of the sources active in the last two
+windows: it lengthens at once and shortens by at most 30 % a window, never below the block time
+the run started with nor above ``max_factor`` times it. Every change is a log line with whose
+work set it and the numbers, and a record in ``pacemaker.jsonl`` in the run folder. The rules
+are pure functions; the class is the shell that reads files and calls simnet.
+
+A phase of one or two ticks cannot be paced this way: a step that must end within the tick it
+starts in needs blocks longer than the step itself. Local runs give every step a few ticks
+(``calibrate.py`` does for the demo).
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ from ..config import WindowConfig
 from ..training.config import InnerConfig
 from .stack import Endpoints
 
-SHRINK = 0.85  # at most this much shorter per window
+SHRINK = 0.7  # at most this much shorter per window
 
 
 @dataclass(frozen=True)
@@ -112,6 +118,13 @@ def skipped_need(
     )
 
 
+def typical(needs: deque[Need]) -> Need:
+    """One source's need over its last windows: the lower median, so one stalled call (a fault,
+    a page-in) does not stretch the run while a load that lasts does, from its first window."""
+    ordered = sorted(needs, key=lambda n: n.block_s)
+    return ordered[(len(ordered) - 1) // 2]
+
+
 def next_block_time(
     current: float, base: float, need: float, new_window: bool, max_factor: float
 ) -> float:
@@ -136,7 +149,7 @@ class Pacemaker:
         inner_steps: int,
         names: dict[str, str] | None = None,
         headroom: float = 1.5,
-        max_factor: float = 8.0,
+        max_factor: float = 4.0,
         poll_s: float = 2.0,
     ) -> None:
         self.root = Path(root)
@@ -146,7 +159,7 @@ class Pacemaker:
         self.reveal_last = window.reveal_by - 1  # validators score without a later reveal
         self.names = names or {}  # state folder's hotkey prefix -> a readable name
         self.headroom, self.max_factor, self.poll_s = headroom, max_factor, poll_s
-        self.needs: dict[str, deque[Need]] = defaultdict(lambda: deque(maxlen=2))
+        self.needs: dict[str, deque[Need]] = defaultdict(lambda: deque(maxlen=3))
         self._offsets: dict[Path, int] = {}
         self._miner: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
         self._window = -1
@@ -206,11 +219,8 @@ class Pacemaker:
             self.needs[need.source].append(need)
             if need.window > self._window:
                 new_window, self._window = self._window >= 0, need.window
-        worst = max(
-            (n for q in self.needs.values() for n in q if n.window >= self._window - 1),
-            key=lambda n: n.block_s,
-            default=None,
-        )
+        recent = [typical(q) for q in self.needs.values() if q[-1].window >= self._window - 1]
+        worst = max(recent, key=lambda n: n.block_s, default=None)
         wanted = next_block_time(
             self.block_s, self.base, worst.block_s if worst else 0.0, new_window, self.max_factor
         )
