@@ -18,7 +18,7 @@ block time long enough that each phase holds its work, with headroom:
 Each source (a neuron's step, a miner's window) counts with the lower median of its last three
 needs (its first one alone counts at once), so one stalled call does not stretch the run and a
 load that lasts does. The block time follows the largest of the sources active in the last two
-windows: it lengthens at once and shortens by at most 30 % a window, never below the block time
+windows: it lengthens at once and shortens by at most 15 % a window, never below the block time
 the run started with nor above ``max_factor`` times it. Every change is a log line with whose
 work set it and the numbers, and a record in ``pacemaker.jsonl`` in the run folder. The rules
 are pure functions; the class is the shell that reads files and calls simnet.
@@ -47,7 +47,9 @@ from ..config import WindowConfig
 from ..training.config import InnerConfig
 from .stack import Endpoints
 
-SHRINK = 0.7  # at most this much shorter per window
+# At most this much shorter per window: a miner's estimate of the block time lags a change by
+# up to 16 blocks, and the 10 % margin it keeps must cover the difference.
+SHRINK = 0.85
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,7 @@ def test_blocks_stretch_at_once_and_shorten_slowly_within_bounds() -> None:
     assert next_block_time(0.5, 0.5, 2.0, False, 8.0) == 2.0  # at once
     assert next_block_time(0.5, 0.5, 9.0, False, 8.0) == 4.0  # capped at 8x the base
     assert next_block_time(2.0, 0.5, 0.1, False, 8.0) == 2.0  # not inside a window
-    assert next_block_time(2.0, 0.5, 0.1, True, 8.0) == pytest.approx(1.4)  # 30 % a window
+    assert next_block_time(2.0, 0.5, 0.1, True, 8.0) == pytest.approx(1.7)  # 15 % a window
     assert next_block_time(0.55, 0.5, 0.1, True, 8.0) == 0.5  # never below the base
 
 
@@ -143,12 +143,12 @@ def test_the_pacemaker_sets_simnet_s_block_time_and_says_whose_work_needed_it(
     record = json.loads((tmp_path / "pacemaker.jsonl").read_text().splitlines()[-1])
     assert record["source"] == "validator1 score" and record["block_s"] == pytest.approx(1.2)
     # A load that lasts keeps the blocks long; once the work is quick for two windows of its
-    # last three, blocks shorten by 30 % a window, not at once.
+    # last three, blocks shorten by 15 % a window, not at once.
     shown = []
     for window, seconds in ((1, 4.0), (2, 0.1), (3, 0.1), (4, 0.1)):
         _write(tmp_path, "validator-5Fvalida", {**step, "window": window, "seconds": seconds})
         shown.append(pace.poll())
-    assert shown == pytest.approx([1.2, 1.2, 1.2 * 0.7, 1.2 * 0.7**2])
+    assert shown == pytest.approx([1.2, 1.2, 1.2 * 0.85, 1.2 * 0.85**2])
     simnet.chain.block_time = 0.5  # as after a chain restart: set again at the next poll
     pace.poll()
     assert simnet.chain.block_time == pytest.approx(pace.block_s)
