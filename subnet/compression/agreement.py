@@ -152,11 +152,12 @@ def _code_costs(v: torch.Tensor, sel: Selection) -> tuple[float, float, float]:
     shortfall = n // 2 - int(big.sum())
     if shortfall < 0:  # more values above the median than half of them: never honest
         return sign, math.inf, 0.0
+    # Two bounds over overlapping coordinates: the larger one holds.
     magnitude = _pair_cost(mag[~big], mag[big])
     if shortfall > 0:  # as many ties at the median as big codes are missing
         top = torch.topk(mag[~big], min(shortfall + 1, int((~big).sum()))).values
-        magnitude += float((top - top.mean()).pow(2).sum())
-    codebook = 0.0
+        magnitude = max(magnitude, float((top - top.mean()).pow(2).sum()))
+    means = empty = 0.0  # the bins' means (disjoint: they add up); an empty bin's level
     for code in range(4):
         in_bin = codes == code
         count = int(in_bin.sum())
@@ -164,12 +165,12 @@ def _code_costs(v: torch.Tensor, sel: Selection) -> tuple[float, float, float]:
             values = v[in_bin]
             slop = (count + 1) * _U * float(values.abs().mean())
             gap = abs(float(book[code]) - float(values.mean())) - slop
-            codebook += count * max(gap, 0.0) ** 2
+            means += count * max(gap, 0.0) ** 2
         else:  # an empty bin holds +-t, t the median kept magnitude; |t_b - t_a| <= ||b - a||
             t = float(mag.median())
             gap = abs(float(book[code]) - (-t if code <= 1 else t)) - 2 * _U * t
-            codebook = max(codebook, max(gap, 0.0) ** 2)
-    return sign, magnitude, codebook
+            empty = max(empty, max(gap, 0.0) ** 2)
+    return sign, magnitude, max(means, empty)
 
 
 def _near_ties(mag: torch.Tensor, k: int) -> torch.Tensor:
