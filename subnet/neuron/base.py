@@ -169,7 +169,7 @@ class BaseNeuron(ABC):
             if offset > last:
                 logger.warning(
                     "{}: step {} missed: offset {} is {} tick(s) past its phase (last offset "
-                    "{}); this neuron was busy until now",
+                    "{}); this neuron was busy, or still starting, until then",
                     self.role,
                     step,
                     offset,
