@@ -37,10 +37,9 @@ from ..scoring import (
 )
 from ..scoring.assess import WindowProbe, assess_window, own_subset
 from ..scoring.draws import corpus_batches, heldout_draw, heldout_size
-from ..scoring.report import encode_digests, encode_report
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind, object_key
-from ..wire import publish_envelope
+from ..wire import ScoreReportMeta, publish_envelope
 from .auditor import Auditor
 from .base import BaseNeuron
 from .commits import CommitSnapshot
@@ -332,9 +331,8 @@ class Validator(BaseNeuron):
         publish_envelope(
             self.rt.store, signer=self.rt.signer, run=self.rt.cfg.protocol.run,
             kind=ObjectKind.SCORES, window=window, tensors={"scores": tensor},
-            base_version=self.replica.version, lane=lane,
-            metadata={"scores": encode_report(scores), "digests": encode_digests(result.digests),
-                      "plan": self.rt.plan.digest},
+            base_version=self.replica.version, lane=lane, plan=self.rt.plan.digest,
+            metadata=ScoreReportMeta(scores=scores, digests=result.digests).wire(),
         )  # fmt: skip
         self.offer_weights(window)
 

@@ -16,8 +16,9 @@ from enum import Enum
 
 # Bump on any incompatible change to keys or the wire (2: lanes, 3: deltas, 4: commit-reveal and
 # score reports that name the payload each score is for, 5: audits of training: state digests
-# in every gradient and kind ``train-state``).
-PROTOCOL_VERSION = 5
+# in every gradient and kind ``train-state``; 6: the plan digest in the signed header, every
+# kind's metadata parsed by its schema).
+PROTOCOL_VERSION = 6
 ROOT = "beam"
 _WINDOW_DIGITS = 12
 _RUN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")

@@ -9,6 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from subnet.storage.keys import LANE_PATTERN, PROTOCOL_VERSION, ObjectKind, lane_of
 
+PLAN_PATTERN = r"^[0-9a-f]{16}$"  # ``subnet.topology.plan.plan_digest``
+
 
 class Signer(Protocol):
     """Anything that signs as a hotkey: a bittensor `Keypair` (`wallet.hotkey`) fits."""
@@ -35,6 +37,9 @@ class Header(BaseModel):
     window: int = Field(ge=0)  # window, round, or shard index, as in the object's key
     sender: str = Field(min_length=40, max_length=60)  # ss58 hotkey of the signer
     base_version: int | None = Field(default=None, ge=0)  # model version the payload applies to
+    # the run plan's digest, for objects made under a plan (``RunPlan.digest``); None for the
+    # others (model versions, commits: the reveal carries it)
+    plan: str | None = Field(default=None, pattern=PLAN_PATTERN)
     payload_bytes: int = Field(ge=0)
     payload_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
 
@@ -44,7 +49,8 @@ class Expected:
     """What the reader knows before opening an envelope: its key and the bucket's owner.
 
     `base_version=None` accepts any base model version (for kinds that have none);
-    `lane=None` means the kind's default lane (`subnet.storage.keys.DEFAULT_LANES`).
+    `lane=None` means the kind's default lane (`subnet.storage.keys.DEFAULT_LANES`);
+    `plan=None` accepts any plan (or none), a digest requires exactly that one.
     """
 
     run: str
@@ -54,6 +60,7 @@ class Expected:
     base_version: int | None = None
     version: int = PROTOCOL_VERSION
     lane: str | None = None
+    plan: str | None = None
 
     @property
     def lane_name(self) -> str:
