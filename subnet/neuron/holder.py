@@ -57,7 +57,7 @@ from .rules import (
 from .runtime import Runtime
 from .state import prefixed, unprefixed
 from .steps import Action, Step
-from .uploads import collect_uploads, log_uploads
+from .uploads import collect_uploads, log_uploads, screen
 
 
 def publish_dataset(rt: Runtime) -> None:
@@ -228,6 +228,9 @@ class ModelHolder(BaseNeuron):
         got = collect_uploads(self.rt, window, miners, base_version=self.version,
                               compressor=self.compressor, shapes=shapes, assigned=assigned,
                               lane=self.grads)  # fmt: skip
+        # Each upload's norm (what clipping reads) now, one sender at a time: one whose reading
+        # fails is refused (``unreadable``) and the others are merged.
+        screen(got, window, lambda u: self.compressor.norm(u.payload, shapes))
         # A score counts only for the bytes its validator scored: a miner that served this
         # holder other bytes (or rewrote its upload after the scoring) is merged at 0.
         fetched = {hk: u.sha256 for hk, u in got.accepted.items()}
@@ -318,6 +321,9 @@ class ModelHolder(BaseNeuron):
                     out[hotkey] = (weights.scores or weights.weights or {}, None)
             except (StorageError, Rejected) as error:
                 logger.info("no usable report from {} for window {}: {}", hotkey[:8], window, error)
+            except Exception as error:  # noqa: BLE001 - that validator's voice, not the merge
+                log = logger.opt(exception=error)
+                log.warning("report of {} for window {} broke its reader", hotkey[:8], window)
         return out
 
     def publish(self, window: int, result: MergeResult) -> None:

@@ -17,11 +17,12 @@ from typing import Any
 import torch
 from loguru import logger
 
-from ...storage.base import ObjectNotFound, StorageError
+from ...storage.base import StorageError
 from ...storage.keys import ObjectKind, object_key
 from ...training import load_parameters, snapshot
 from ...wire import Expected, Reason, Rejected, fetch_envelope, publish_envelope
 from ..steps import Step
+from .presence import present
 
 State = Mapping[str, torch.Tensor]
 
@@ -91,12 +92,8 @@ def predecessor_in(neuron: Any, step: Step) -> bool:
     rt = neuron.rt
     lane = ring_lane(rt, step)
     pred = predecessor(rt.writers(lane), rt.hotkey)
-    reader = rt.reader(pred)
     key = object_key(rt.cfg.protocol.run, ObjectKind.CHECKPOINT, step.window, pred, lane=lane)
-    try:
-        return reader is not None and reader.head(key) is not None
-    except ObjectNotFound:
-        return False
+    return present(rt.reader(pred), key)
 
 
 @dataclass
