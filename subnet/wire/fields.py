@@ -102,7 +102,7 @@ def is_ss58(key: object) -> bool:
     return True
 
 
-class _Pairs(list):
+class Pairs(list):
     """A JSON object as its list of pairs (so duplicate keys stay visible)."""
 
 
@@ -126,7 +126,7 @@ def _number(reason: Reason) -> Callable[[str], float | int]:
 
 def load_json(text: object, max_chars: int, number_reason: Reason) -> object:
     """Parse hostile JSON: bounded text, no NaN/Infinity literals, bounded number literals,
-    objects as ``_Pairs``; ``FieldError`` (not_text, too_long, not_json, too_deep) otherwise."""
+    objects as ``Pairs``; ``FieldError`` (not_text, too_long, not_json, too_deep) otherwise."""
     if not isinstance(text, str):
         raise FieldError(Reason.NOT_TEXT, type(text).__name__)
     if len(text) > max_chars:
@@ -134,7 +134,7 @@ def load_json(text: object, max_chars: int, number_reason: Reason) -> object:
     number = _number(number_reason)
     try:
         hooks = {"parse_int": number, "parse_float": number, "parse_constant": _no_constant}
-        return json.loads(text, object_pairs_hook=_Pairs, **hooks)
+        return json.loads(text, object_pairs_hook=Pairs, **hooks)
     except RecursionError:
         raise FieldError(Reason.TOO_DEEP, "nested beyond the parser's limit") from None
     except FieldError:
@@ -146,7 +146,7 @@ def load_json(text: object, max_chars: int, number_reason: Reason) -> object:
 def hotkey_map(text: object, max_chars: int, number_reason: Reason) -> list[tuple[str, object]]:
     """The ``(hotkey, value)`` pairs of a flat JSON object, bounded, keys unique and ss58."""
     raw = load_json(text, max_chars, number_reason)
-    if not isinstance(raw, _Pairs):
+    if not isinstance(raw, Pairs):
         raise FieldError(Reason.NOT_AN_OBJECT, type(raw).__name__)
     if len(raw) > MAX_ENTRIES:
         raise FieldError(Reason.TOO_MANY_ENTRIES, f"{len(raw)} > {MAX_ENTRIES}")

@@ -288,7 +288,7 @@ def final_mark(text: object) -> FinalMark:
         raw = f.load_json(text, 1024, Reason.BAD_FINAL)
     except f.FieldError as error:
         raise f.FieldError(Reason.BAD_FINAL, f"{error.reason.value}: {error.detail}") from None
-    if not isinstance(raw, list) or sorted(k for k, _ in raw) != ["loss", "window"]:
+    if not isinstance(raw, f.Pairs) or sorted(k for k, _ in raw) != ["loss", "window"]:
         raise f.FieldError(Reason.BAD_FINAL, "a final marker is {window, loss}")
     mark = dict(raw)
     if type(mark["window"]) is not int:
