@@ -136,3 +136,22 @@ def test_a_tree_reduce_with_hostile_partials_sends_up_what_it_can(world_with, mo
     assert root["children"] == {workers[1].rt.hotkey: 1, workers[2].rt.hotkey: 3}
     assert root["members"] == 5 and math.isfinite(root["loss"])
     assert run_at(lead, 6) == 1 and records(lead.rt, "version")[-1]["version"] == 1
+
+
+def test_a_ring_mix_refuses_a_model_with_hostile_metadata_and_takes_one_at_the_edge(world_with):
+    template = Template(
+        topology="@beam/gossip-ring@1.0.0",
+        params={"workers": 3, "local_steps": 2, "mix": 0.5, "rounds": 2},
+    )
+    names = {"holder": "collector", "m0": "worker", "m1": "worker", "m2": "worker"}
+    world = world_with(names, template, compression={"name": "dense-fp32"})
+    assert ModelHolder(world.runtimes["holder"]).try_setup()
+    workers = sorted((Miner(world.runtimes[f"m{i}"]) for i in range(3)), key=lambda m: m.rt.hotkey)
+    lying(workers[0], PAST[0][0])  # worker 1 reads worker 0's model: refused
+    lying(workers[1], EDGES[0])  # worker 2 reads worker 1's model: accepted
+    for worker in workers:
+        run_at(worker, 0)
+    for worker in workers[1:]:
+        assert run_at(worker, 4) == 1
+        assert records(worker.rt, "window_failed") == []
+    assert [records(w.rt, "mix")[-1]["weight"] for w in workers[1:]] == [0.0, 0.5]
