@@ -16,6 +16,7 @@ import json
 import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from bittensor.sp_core import ss58_decode
@@ -165,15 +166,33 @@ def dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, allow_nan=False)
 
 
-def field(parse: Callable[[Any], Any], base: Any, wire: Callable[[Any], str] = str) -> Any:
+@dataclass(frozen=True)
+class Wire:
+    """A field's wire form and bounds, and the codes beyond its own it may be refused with
+    (the docs' field table: ``scripts/wire_reference.py``)."""
+
+    doc: str
+    reasons: tuple[Reason, ...] = ()
+
+
+def field(
+    parse: Callable[[Any], Any], base: Any, doc: str, wire: Callable[[Any], str] = str
+) -> Any:
     """An ``Annotated`` field type: parsed by ``parse``, written back by ``wire``."""
-    return Annotated[base, BeforeValidator(_pydantic(parse)), PlainSerializer(wire)]
+    return Annotated[base, BeforeValidator(_pydantic(parse)), PlainSerializer(wire), Wire(doc)]
 
 
-def json_field(parse: Callable[[Any], Any], base: Any, wire: Callable[[Any], str] = dumps) -> Any:
+def json_field(
+    parse: Callable[[Any], Any],
+    base: Any,
+    doc: str,
+    reasons: tuple[Reason, ...] = (),
+    wire: Callable[[Any], str] = dumps,
+) -> Any:
     """A field whose wire form is JSON text; a writer may give the typed value itself."""
 
     def either(value: Any) -> Any:
         return parse(value if isinstance(value, str) else wire(value))
 
-    return field(either, base, wire)
+    validators = (BeforeValidator(_pydantic(either)), PlainSerializer(wire))
+    return Annotated[(base, *validators, Wire(doc, reasons))]

@@ -137,10 +137,33 @@ class Reason(str, Enum):
     BAD_REQUEST = "bad_request", "a request the room cannot satisfy"
 
 
+def _span(first: Reason, last: Reason) -> tuple[Reason, ...]:
+    members = list(Reason)
+    return tuple(members[members.index(first) : members.index(last) + 1])
+
+
+# Who refuses with which codes (each code in one section, in the enum's order)
+SECTIONS: dict[str, tuple[Reason, ...]] = {
+    "the envelope, in the order the reader checks (`subnet.wire.verify_envelope`)": _span(
+        Reason.TOO_LARGE, Reason.INDEX_OUT_OF_RANGE
+    ),
+    "the signed metadata (`subnet.wire.schema`; score reports and weights)": _span(
+        Reason.BAD_METADATA, Reason.BAD_DIGEST
+    ),
+    "a payload codec's check (`subnet.compression`) and model patches": _span(
+        Reason.MISSING_TENSOR, Reason.CORRUPT
+    ),
+    "an upload, as a validator or the holder takes it (`subnet.neuron.uploads`)": _span(
+        Reason.NO_BUCKET, Reason.NON_FINITE_LOSS
+    ),
+    "audits of training (`subnet.neuron.audit`)": _span(
+        Reason.AUDIT_MALFORMED, Reason.AUDIT_BANNED
+    ),
+    "model versions (`subnet.versions`)": _span(Reason.NOT_PUBLISHED, Reason.NO_READER),
+    "room documents (`subnet.room`)": _span(Reason.MALFORMED, Reason.BAD_REQUEST),
+}
 # The envelope reader's own checks, in order (before the metadata's schema: ``subnet.wire.schema``)
-ENVELOPE_CHECKS: tuple[Reason, ...] = tuple(
-    r for r in Reason if list(Reason).index(r) <= list(Reason).index(Reason.INDEX_OUT_OF_RANGE)
-)
+ENVELOPE_CHECKS: tuple[Reason, ...] = next(iter(SECTIONS.values()))
 
 # Composite codes: a context prefix and a member (or, after ``storage:``, a storage reason).
 PREFIXES: dict[str, str] = {

@@ -108,12 +108,26 @@ def _window_text(value: int | None) -> str:
     return "" if value is None else str(value)
 
 
-Count = f.field(_count, int)
-Members = f.field(_members, int)
-Loss = f.field(_loss, float, _loss_text)
-Receipt = f.field(_receipt, str)
-StateDigest = f.field(_state_digest, str)
-StateFrom = f.field(_state_from, int | None, _window_text)
+DIGITS = "1-12 ASCII digits"
+HEX = "64 lowercase hex characters"
+Count = f.field(_count, int, f"{DIGITS}: 0 .. 10^12 - 1")
+Members = f.field(_members, int, f"{DIGITS}: 1 .. {MAX_MEMBERS:,}, capped by the subtree's size")
+Loss = f.field(_loss, float, "an ASCII decimal, finite (no NaN, inf, 1e400): 0 .. 10^6", _loss_text)
+Receipt = f.field(_receipt, str, f"{HEX} (sha256 of the sample ids)")
+StateDigest = f.field(_state_digest, str, f"`fresh`, or {HEX}")
+StateFrom = f.field(
+    _state_from, int | None, f"empty when fresh, else {DIGITS} < the header's window", _window_text
+)
+_MAP_REASONS = (
+    Reason.NOT_TEXT,
+    Reason.TOO_LONG,
+    Reason.NOT_JSON,
+    Reason.TOO_DEEP,
+    Reason.NOT_AN_OBJECT,
+    Reason.TOO_MANY_ENTRIES,
+    Reason.DUPLICATE_KEY,
+    Reason.BAD_KEY,
+)
 
 
 class GradientMeta(Message):
@@ -181,7 +195,7 @@ class CommitMeta(Message):
 
     REFUSAL: ClassVar[Reason] = Reason.MALFORMED_PAYLOAD  # "a commit without a digest"
 
-    commit: f.field(lambda v: f.hex64(Reason.MALFORMED_PAYLOAD, v), str)  # hex sha256
+    commit: f.field(lambda v: f.hex64(Reason.MALFORMED_PAYLOAD, v), str, HEX)  # commit_digest
 
 
 # -- score reports and weights ----------------------------------------------------------------
@@ -211,8 +225,19 @@ def _no_digest(key: str) -> str:
     raise f.FieldError(Reason.BAD_DIGEST, key[:8])
 
 
-ScoreMap = f.json_field(score_map, dict[str, float])
-DigestMap = f.json_field(digest_map, dict[str, str])
+_OBJECT = "a JSON object of at most 4,096 ss58 hotkeys (checksum verified)"
+ScoreMap = f.json_field(
+    score_map,
+    dict[str, float],
+    f"{_OBJECT}, 256 KiB: each a finite number, abs <= 10^9",
+    (*_MAP_REASONS, Reason.BAD_SCORE),
+)
+DigestMap = f.json_field(
+    digest_map,
+    dict[str, str],
+    f"{_OBJECT}, 512 KiB: each {HEX}",
+    (*_MAP_REASONS, Reason.BAD_DIGEST),
+)
 
 
 class ScoreReportMeta(Message):
@@ -270,7 +295,11 @@ class GrantMeta(Message):
 
     REFUSAL: ClassVar[Reason] = Reason.BAD_GRANT
 
-    grants: f.json_field(grant_map, dict[str, tuple[int, ...]])
+    grants: f.json_field(
+        grant_map,
+        dict[str, tuple[int, ...]],
+        f"{_OBJECT}, 256 KiB: each a list of at most {MAX_UNITS:,} unit indices in [0, 2^40)",
+    )
 
 
 class FinalMark(BaseModel):
@@ -305,7 +334,12 @@ class FinalMeta(Message):
 
     REFUSAL: ClassVar[Reason] = Reason.BAD_FINAL
 
-    final: f.json_field(final_mark, FinalMark, lambda m: f.dumps(m.model_dump()))
+    final: f.json_field(
+        final_mark,
+        FinalMark,
+        'JSON `{"window": integer >= 0, "loss": finite number in [0, 10^6]}`',
+        wire=lambda m: f.dumps(m.model_dump()),
+    )
 
 
 # -- the rest ---------------------------------------------------------------------------------
@@ -323,7 +357,7 @@ class ManifestMeta(Message):
 
     REFUSAL: ClassVar[Reason] = Reason.BAD_MANIFEST
 
-    manifest: f.field(_manifest_text, str)
+    manifest: f.field(_manifest_text, str, "JSON text, 256 KiB (`ModelManifest`, below)")
 
 
 class NoMeta(Message):
