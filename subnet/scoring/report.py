@@ -7,10 +7,11 @@ mapping each scored miner to the sha256 of the payload it scored. The holder mer
 into the bytes it was given for (`bind_scores`): a miner that serves the holder other bytes than
 the validators, or rewrites its upload after being scored, is merged at 0.
 
-The reader treats both as hostile: `parse_report` and `parse_digests` bound the text, the
-nesting, the number of entries and every value before trusting it, and every malformed input
-raises `ReportError` (a `ValueError`) with a reason code, never another exception, so one bad
-validator costs only its own voice in the window.
+The reader treats both as hostile: the report's schema (`subnet.wire.ScoreReportMeta`, applied
+where the envelope is accepted) bounds the text, the nesting, the number of entries and every
+value before trusting it, and every malformed input is refused with a reason code, never another
+exception, so one bad validator costs only its own voice in the window. `parse_report` and
+`parse_digests` apply the same parsers to a text and raise `ReportError` (a `ValueError`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,21 @@ from ..wire import Reason
 from ..wire.fields import MAX_ENTRIES, FieldError
 from ..wire.schema import MAX_ABS_SCORE, MAX_DIGESTS_CHARS, MAX_REPORT_CHARS, digest_map, score_map
 
-__all__ = ["MAX_ABS_SCORE", "MAX_DIGESTS_CHARS", "MAX_ENTRIES", "MAX_REPORT_CHARS"]
+__all__ = [
+    "MAX_ABS_SCORE",
+    "MAX_DIGESTS_CHARS",
+    "MAX_ENTRIES",
+    "MAX_REPORT_CHARS",
+    "REPORT_REASONS",
+    "ReportError",
+    "bind_scores",
+    "contradicted",
+    "encode_digests",
+    "encode_report",
+    "nobody_scored",
+    "parse_digests",
+    "parse_report",
+]
 
 # The reasons a report is refused with (members of the one ``subnet.wire.Reason``)
 REPORT_REASONS = (
