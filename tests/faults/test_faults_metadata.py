@@ -34,7 +34,7 @@ from subnet.neuron.audit import AuditFailed, claims
 from subnet.neuron.uploads import collect_uploads
 from subnet.scoring import merge_weights
 from subnet.scoring.report import bind_scores, contradicted, nobody_scored
-from subnet.storage.keys import ObjectKind, object_key
+from subnet.storage.keys import ObjectKind, object_key, parse_key
 from subnet.storage.memory import MemoryStore
 from subnet.wire import (
     SCHEMAS,
@@ -434,3 +434,20 @@ def test_accepted_final_markers_are_windows_and_finite_losses() -> None:
             assert outcome.final.window >= 0 and math.isfinite(outcome.final.loss)
             seen += 1
     assert seen > 0
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "beam/v6/run/grads/gradient/٠٠٠٠٠٠٠٠٠٠٠٧/{hk}",  # other scripts' digits
+        "beam/v٦/run/grads/gradient/000000000007/{hk}",
+        "beam/v6/run/grads/gradient/000000000007/{hk}\n",  # a trailing newline
+        "beam/v6/run\n/grads/gradient/000000000007/{hk}",
+        "beam/v6/run/grads\n/gradient/000000000007/{hk}",
+    ],
+)
+def test_object_keys_are_matched_whole_in_ascii(key: str) -> None:
+    """A peer's listing names keys too: every part is matched whole, ASCII digits only."""
+    with pytest.raises(ValueError):
+        parse_key(key.format(hk=HOTKEYS[0]))
+    assert parse_key(f"beam/v6/run/grads/gradient/000000000007/{HOTKEYS[0]}").window == 7
