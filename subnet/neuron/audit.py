@@ -33,14 +33,13 @@ from ..training import pseudo_gradient
 from ..training.config import InnerConfig
 from ..training.inner import build_inner_optimizer, train_inner
 from ..training.pseudograd import load_parameters
-from ..wire import Expected, Rejected, fetch_envelope, publish_envelope
+from ..wire import Expected, GradientMeta, Rejected, fetch_envelope, publish_envelope
 from .state import load_optimizer_state, optimizer_state, prefixed, unprefixed
 
 FRESH = "fresh"  # the state of a trainer with no moments and no error feedback yet
 STATE_IN, STATE_FROM, STATE_OUT = "state_in", "state_from", "state_out"
 PARTS = ("ef", "adamw")
 _DOMAIN = b"beam-train-state-v1\x00"
-_HEX64 = set("0123456789abcdef")
 
 
 def capture(optimizer: torch.optim.Optimizer | None, ef: ErrorFeedback) -> dict[str, torch.Tensor]:
@@ -159,18 +158,16 @@ def state_bytes(shapes: dict[str, tuple[int, ...]]) -> int:
     return 12 * sum(math.prod(s) for s in shapes.values()) + (1 << 20)
 
 
-def claims(metadata: dict[str, str], window: int) -> tuple[str, int | None, str]:
-    """``(state_in, state_from, state_out)`` from an upload's metadata, checked."""
-    digest_in, digest_out = metadata.get(STATE_IN, ""), metadata.get(STATE_OUT, "")
-    source = metadata.get(STATE_FROM, "")
-    for digest in (digest_in, digest_out):
-        if digest != FRESH and not (len(digest) == 64 and set(digest) <= _HEX64):
-            raise AuditFailed("audit_malformed", "no training-state digests in the upload")
-    if digest_in == FRESH:
-        return digest_in, None, digest_out
-    if not source.isdigit() or not 0 <= int(source) < window:
-        raise AuditFailed("audit_malformed", f"state_from {source!r} is not an earlier window")
-    return digest_in, int(source), digest_out
+def claims(meta: GradientMeta, window: int) -> tuple[str, int | None, str]:
+    """``(state_in, state_from, state_out)`` of an upload's metadata (parsed and checked where
+    the envelope was accepted: ``subnet.wire.schema.GradientMeta``)."""
+    if meta.state_in is None or meta.state_out is None:
+        raise AuditFailed("audit_malformed", "no training-state digests in the upload")
+    if meta.state_in == FRESH:
+        return meta.state_in, None, meta.state_out
+    if meta.state_from is None or not 0 <= meta.state_from < window:
+        raise AuditFailed("audit_malformed", f"state_from {meta.state_from} is not earlier")
+    return meta.state_in, meta.state_from, meta.state_out
 
 
 def fetch_state(rt: Any, lane: str, window: int, hotkey: str, digest: str,
@@ -195,11 +192,11 @@ def committed_out(rt: Any, lane: str, window: int, hotkey: str) -> str:
     reader = rt.readers.get(hotkey)
     expected = Expected(rt.cfg.protocol.run, window, ObjectKind.GRADIENT, hotkey, lane=lane)
     try:
-        metadata = _fetch(reader, expected, rt.max_bytes).metadata
+        meta = _fetch(reader, expected, rt.max_bytes).message(GradientMeta)
     except (ObjectNotFound, StorageError, Rejected) as error:
         raise AuditFailed("audit_broken_chain", f"no upload of window {window} to continue "
                           f"({error})") from None  # fmt: skip
-    return metadata.get(STATE_OUT, "")
+    return meta.state_out or ""
 
 
 @dataclass
@@ -267,7 +264,7 @@ class Replayer:
               base: dict[str, torch.Tensor], batches, link_known: bool = False) -> float:  # fmt: skip
         """Replay ``upload`` (a ``Received``) and return the largest relative error; raises
         ``AuditFailed`` with the reason when the replay does not give it."""
-        digest_in, source, digest_out = claims(upload.metadata, window)
+        digest_in, source, digest_out = claims(upload.meta, window)
         shapes = {k: tuple(v.shape) for k, v in base.items()}
         cap = state_bytes(shapes)
         if (

@@ -34,7 +34,6 @@ from ..model import build_model
 from ..scoring.audit import audit_draw
 from .audit import (
     FRESH,
-    STATE_OUT,
     AuditFailed,
     Replayer,
     beacon,
@@ -114,7 +113,7 @@ class Auditor:
         drawn, probation, links = [], [], []
         for hotkey, upload in got.accepted.items():
             try:
-                digest_in, source, _ = claims(upload.metadata, window)
+                digest_in, source, _ = claims(upload.meta, window)
             except AuditFailed as failed:
                 self._fail(window, hotkey, failed, 0.0, None)
                 continue
@@ -155,7 +154,7 @@ class Auditor:
         self._owe(window, got, commits, draw)
         for hotkey, upload in got.accepted.items():
             kept = self.outs.setdefault(hotkey, {})
-            kept[window] = upload.metadata.get(STATE_OUT, "")
+            kept[window] = upload.meta.state_out or ""
             for old in sorted(kept)[:-KEEP_OUTS]:
                 del kept[old]
 
@@ -200,7 +199,7 @@ class Auditor:
         """One waiting audit, against its window's model."""
         window, hotkey = task.window, task.hotkey
         if task.kind == "link":
-            digest_in, source, _ = claims(task.upload.metadata, window)
+            digest_in, source, _ = claims(task.upload.meta, window)
             try:
                 if committed_out(self.rt, self.lane, source, hotkey) != digest_in:
                     raise AuditFailed("audit_broken_chain", f"state_in is not the state its "
@@ -235,7 +234,7 @@ class Auditor:
         batches = self.data.batches(ids, self.replayer.inner.micro_batch)
         started = time.perf_counter()
         try:
-            digest_in, source, _ = claims(upload.metadata, window)
+            digest_in, source, _ = claims(upload.meta, window)
             # A link this validator saw committed needs no second read
             seen = source is not None and self.outs.get(hotkey, {}).get(source) == digest_in
             error = self.replayer.check(self.rt, self.lane, window, hotkey, upload,

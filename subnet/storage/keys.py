@@ -16,8 +16,9 @@ from enum import Enum
 
 # Bump on any incompatible change to keys or the wire (2: lanes, 3: deltas, 4: commit-reveal and
 # score reports that name the payload each score is for, 5: audits of training: state digests
-# in every gradient and kind ``train-state``).
-PROTOCOL_VERSION = 5
+# in every gradient and kind ``train-state``; 6: the plan digest in the signed header, every
+# kind's metadata parsed by its schema).
+PROTOCOL_VERSION = 6
 ROOT = "beam"
 _WINDOW_DIGITS = 12
 _RUN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -73,7 +74,7 @@ DEFAULT_LANES: dict[ObjectKind, str] = {
 def lane_of(kind: ObjectKind, lane: str | None = None) -> str:
     """`lane` checked, or the default lane of `kind` when None."""
     name = DEFAULT_LANES[ObjectKind(kind)] if lane is None else lane
-    if not _LANE.match(name):
+    if not _LANE.fullmatch(name):
         raise ValueError(f"lane must match {_LANE.pattern}: {name!r}")
     return name
 
@@ -113,14 +114,14 @@ def kind_prefix(
     run: str, kind: ObjectKind, *, lane: str | None = None, version: int = PROTOCOL_VERSION
 ) -> str:
     """The prefix of every object of `kind` on `lane` in `run`, all windows."""
-    if not _RUN.match(run):
+    if not _RUN.fullmatch(run):
         raise ValueError(f"run id must match {_RUN.pattern}: {run!r}")
     return f"{ROOT}/v{int(version)}/{run}/{lane_of(kind, lane)}/{ObjectKind(kind).value}/"
 
 
 def dataset_prefix(name: str, *, version: int = PROTOCOL_VERSION) -> str:
     """Where a dataset (its manifest and token shards) lives in the dataset owner's bucket."""
-    if not _RUN.match(name):
+    if not _RUN.fullmatch(name):
         raise ValueError(f"dataset name must match {_RUN.pattern}: {name!r}")
     return f"{ROOT}/v{int(version)}/datasets/{name}/"
 
@@ -136,12 +137,12 @@ def latest_key(
 def parse_key(key: str) -> KeyParts:
     """Invert `object_key` / `latest_key`; raises ValueError for any other key."""
     parts = key.split("/")
-    if len(parts) != 7 or parts[0] != ROOT or not re.fullmatch(r"v\d{1,6}", parts[1]):
+    if len(parts) != 7 or parts[0] != ROOT or not re.fullmatch(r"v[0-9]{1,6}", parts[1]):
         raise ValueError(f"not a Beam key: {key!r}")
     _, version, run, lane, kind, window, sender = parts
     if window == "latest":
         number = None
-    elif re.fullmatch(rf"\d{{{_WINDOW_DIGITS}}}", window):
+    elif re.fullmatch(rf"[0-9]{{{_WINDOW_DIGITS}}}", window):
         number = int(window)
     else:
         raise ValueError(f"bad window in key: {key!r}")
@@ -150,12 +151,12 @@ def parse_key(key: str) -> KeyParts:
                           lane_of(ObjectKind(kind), lane))  # fmt: skip
     except ValueError as exc:
         raise ValueError(f"not a Beam key: {key!r} ({exc})") from None
-    if not _RUN.match(run):
+    if not _RUN.fullmatch(run):
         raise ValueError(f"bad run id in key: {key!r}")
     return parsed
 
 
 def _check_sender(sender: str) -> str:
-    if not _SENDER.match(sender):
+    if not _SENDER.fullmatch(sender):
         raise ValueError(f"sender must be an ss58 address: {sender!r}")
     return sender

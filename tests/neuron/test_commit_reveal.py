@@ -73,7 +73,7 @@ def _copy_of(victim, copier) -> bytes:
     }
     return encode_envelope(signer=rt.signer, run=rt.cfg.protocol.run, kind=ObjectKind.GRADIENT,
                            window=0, tensors=env.tensors, base_version=0, metadata=meta,
-                           lane="grads")  # fmt: skip
+                           lane="grads", plan=rt.plan.digest)  # fmt: skip
 
 
 def _metadata(blob: bytes) -> dict[str, str]:
@@ -164,7 +164,7 @@ def test_bytes_switched_after_the_scoring_are_not_merged(roles) -> None:
     own = _metadata(m1.rt.store.get(_key(m1.rt, ObjectKind.GRADIENT, m1.rt.hotkey), 10**8))
     switched = encode_envelope(signer=m1.rt.signer, run=run, kind=ObjectKind.GRADIENT, window=0,
                                tensors=theirs.tensors, base_version=0, metadata=own,
-                               lane="grads")  # fmt: skip
+                               lane="grads", plan=m1.rt.plan.digest)  # fmt: skip
     m1.rt.store.put(_key(m1.rt, ObjectKind.GRADIENT, m1.rt.hotkey), switched)
     assert run_at(holder, 8) == 1
     uploads = [r for r in map(json.loads, holder.rt.metrics.path.read_text().splitlines())
