@@ -58,7 +58,7 @@ class Attacker(Miner):
         ids = DATA_RULES[self.rt.plan.data_rule](self.rt, self.data, window)(self.rt.hotkey)
         return {"receipt": sample_receipt(ids), "samples": str(len(ids)),
                 "steps": str(self.rt.cfg.protocol.inner.steps), "tokens": tokens,
-                "loss": "0.0", "plan": self.rt.plan.digest}  # fmt: skip
+                "loss": "0.0"}  # fmt: skip
 
     def fetch(self, hotkey: str, window: int, base_version: int | None) -> Envelope | None:
         """``hotkey``'s verified upload of ``window``, or None if it is not (yet) readable."""
@@ -66,7 +66,8 @@ class Attacker(Miner):
         if reader is None:
             return None
         expected = Expected(self.rt.cfg.protocol.run, window, ObjectKind.GRADIENT, hotkey,
-                            base_version=base_version, lane=self.lane)  # fmt: skip
+                            base_version=base_version, lane=self.lane,
+                            plan=self.rt.plan.digest)  # fmt: skip
         try:
             return fetch_envelope(reader, expected, None, max_bytes=self.rt.max_bytes)
         except (ObjectNotFound, StorageError, Rejected):
@@ -98,7 +99,7 @@ class Attacker(Miner):
         return encode_envelope(signer=self.rt.signer, run=self.rt.cfg.protocol.run,
                                kind=ObjectKind.GRADIENT, window=window, tensors=upload.payload,
                                base_version=self.replica.version, metadata=upload.metadata,
-                               lane=self.lane)  # fmt: skip
+                               lane=self.lane, plan=self.rt.plan.digest)  # fmt: skip
 
     def commit_over(self, window: int, payload_sha256: str) -> None:
         """Write a commit to ``payload_sha256`` now, over whatever commit is there (the bucket is

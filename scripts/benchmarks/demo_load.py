@@ -3,8 +3,10 @@
 Starts ``--burners`` processes that spin (``while True: pass``), runs ``scripts/demo.py`` with
 ``--rounds`` rounds and W&B off, stops the burners, and reads the run folder: whether the demo
 finished (exit 0), its wall time, the calibrated window, and how the miners fared against the
-upload deadline (uploads on time, late, partial, windows skipped as too slow). Loads the machine
-for as long as the demo runs: keep ``--rounds`` small on a shared machine.
+upload deadline (uploads on time, late, partial, windows skipped as too slow), what the pacemaker
+did (block-time changes, the longest block and whose work needed it) and how many steps ended past
+their phase. Loads the machine for as long as the demo runs: keep ``--rounds`` small on a shared
+machine.
 """
 
 from __future__ import annotations
@@ -51,6 +53,25 @@ def _outcomes(run_dir: Path) -> dict:
     return counts
 
 
+def _paced(run_dir: Path) -> dict:
+    """What the pacemaker did: its block-time changes, the longest block, who needed it."""
+    path = run_dir / "pacemaker.jsonl"
+    changes = read_jsonl(path) if path.exists() else []
+    longest = max(changes, key=lambda r: r["block_s"], default=None)
+    late = sum(
+        1
+        for metrics in metrics_files(run_dir)
+        for r in read_jsonl(metrics)
+        if r.get("event") == "step" and (r.get("end_offset") or 0) > r.get("last_offset", 1 << 30)
+    )
+    return {
+        "block_time_changes": len(changes),
+        "longest_block_s": longest["block_s"] if longest else None,
+        "longest_for": f"{longest['source']}: {longest['detail']}" if longest else None,
+        "steps_past_their_phase": late,
+    }
+
+
 def run(args: argparse.Namespace) -> dict:
     """Run the demo under load and return the JSON record."""
     burn = [subprocess.Popen(["python3", "-c", "while True: pass"]) for _ in range(args.burners)]
@@ -83,6 +104,7 @@ def run(args: argparse.Namespace) -> dict:
         "window_blocks": int(window[1]) if window else None,
         "calibration": calibrated,
         **_outcomes(run_dir),
+        **_paced(run_dir),
         "stall_reason": stall or None,
         "last_lines": out.strip().splitlines()[-3:] + proc.stderr.strip().splitlines()[-2:],
         "run_dir": str(run_dir),

@@ -60,6 +60,7 @@ from subnet.verify.check import Chunk, check, chunks_for, levels
 from subnet.verify.chunks import ChunkMap
 from subnet.verify.draw import chunk_sample, places
 from subnet.wire import encode_envelope
+from subnet.wire.schema import GradientMeta
 
 SIZES = (16, 64, 256)
 WORKER = Path(__file__).with_name("verify_worker.py")
@@ -134,7 +135,7 @@ def costs(args: argparse.Namespace, p: ProtocolConfig) -> dict:
         record["miner_window_s"] = round(time.perf_counter() - started, 3)
         record["miner_train_s"] = round(trained, 3)
     meta = {"receipt": sample_receipt(ids), "samples": str(per), "steps": str(inner.steps),
-            "tokens": str(per * p.seq_len), "loss": "5.123456", "plan": "0" * 64,
+            "tokens": str(per * p.seq_len), "loss": "5.123456",
             "state_in": roots[0], "state_from": "0", "state_out": roots[1]}  # fmt: skip
     upload = _envelope(payload, ObjectKind.GRADIENT, meta)
     draw = "ab" * 32
@@ -159,7 +160,7 @@ def costs(args: argparse.Namespace, p: ProtocolConfig) -> dict:
     compare_s = time.perf_counter() - started + parsed
     started = time.perf_counter()
     for _ in range(1000):  # the per-upload part: commitments parsed, a link compared
-        commitments(meta, 2)
+        commitments(GradientMeta.parse(meta, window=2), 2)
     per_upload_s = (time.perf_counter() - started) / 1000
     notice = _envelope({}, ObjectKind.CHECKS, {"targets": "5" * 48, "verdicts": ""})
     window_s = record["miner_window_s"]

@@ -17,25 +17,19 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import torch
 
+from subnet.wire.reasons import Reason
+
 Payload = dict[str, torch.Tensor]
 Shapes = Mapping[str, tuple[int, ...]]
 
-#: Why a payload was rejected; logged and counted by the reader, never swallowed.
-RejectReason = Literal[
-    "missing_tensor",
-    "unexpected_tensor",
-    "shape_mismatch",
-    "dtype_mismatch",
-    "index_out_of_range",
-    "unsorted_index",
-    "non_finite",
-    "invalid_value",
-]
+#: Why a payload was rejected: a member of the one reason enum (``missing_tensor``,
+#: ``unexpected_tensor``, ``shape_mismatch``, ``dtype_mismatch``, ``index_out_of_range``,
+#: ``unsorted_index``, ``non_finite``, ``invalid_value``); logged and counted by the reader.
+RejectReason = Reason
 
 #: Separator between a parameter name and the part of its encoding (``"h.0.attn.w::idx"``).
 KEY_SEP = "::"
@@ -96,7 +90,7 @@ class Compressor(ABC):
         """Content checks beyond structure (index ranges, finiteness). Default: values finite."""
         for part in parts.values():
             if part.is_floating_point() and not bool(torch.isfinite(part).all()):
-                return "non_finite"
+                return Reason.NON_FINITE
         return None
 
     def encode(self, tensors: Mapping[str, torch.Tensor]) -> Payload:
@@ -117,17 +111,17 @@ class Compressor(ABC):
                 expected.add(key)
                 tensor = payload.get(key)
                 if tensor is None:
-                    return "missing_tensor"
+                    return Reason.MISSING_TENSOR
                 if tensor.dtype != spec.dtype:
-                    return "dtype_mismatch"
+                    return Reason.DTYPE_MISMATCH
                 if tensor.dim() != 1 or tensor.numel() != spec.numel:
-                    return "shape_mismatch"
+                    return Reason.SHAPE_MISMATCH
                 parts[part] = tensor
             reason = self.check_parts(parts, tuple(shape))
             if reason is not None:
                 return reason
         if set(payload) - expected:
-            return "unexpected_tensor"
+            return Reason.UNEXPECTED_TENSOR
         return None
 
     def decode(self, payload: Payload, shapes: Shapes) -> dict[str, torch.Tensor]:

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from subnet.compression.base import Compressor, CompressorInfo, PartSpec, RejectReason
+from subnet.wire.reasons import Reason
 
 
 class Int8Compressor(Compressor):
@@ -55,9 +56,9 @@ class Int8Compressor(Compressor):
         """Scales must be finite and non-negative (an honest encoder never writes a negative one)."""
         scale = parts["scale"]
         if not bool(torch.isfinite(scale).all()):
-            return "non_finite"
+            return Reason.NON_FINITE
         if bool((scale < 0).any()):
-            return "invalid_value"
+            return Reason.INVALID_VALUE
         return None
 
     def decode_tensor(

@@ -14,16 +14,16 @@ from __future__ import annotations
 import hashlib
 import zlib
 from collections.abc import Mapping
-from typing import Literal
 
 import numpy as np
 import torch
 
 from subnet.compression.base import Payload
+from subnet.wire.reasons import Reason
 
-PatchRejectReason = Literal[
-    "base_mismatch", "hash_mismatch", "shape_mismatch", "index_out_of_range"
-]
+# Why a patch does not apply (``base_mismatch``, ``hash_mismatch``, ``shape_mismatch``,
+# ``index_out_of_range``): members of the one reason enum.
+PatchRejectReason = Reason
 
 _INT_VIEW = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
@@ -94,18 +94,18 @@ def apply_patch(base: Mapping[str, torch.Tensor], patch: Payload) -> dict[str, t
     result lives on the CPU; the final sha256 check catches any corruption the bounds miss.
     """
     if bytes(patch["base_sha256"].numpy()) != state_digest(base):
-        raise PatchError("base_mismatch")
+        raise PatchError(Reason.BASE_MISMATCH)
     names = sorted(base)
     counts = patch["counts"].tolist()
     if len(counts) != len(names) or any(
         c < 0 or c > base[n].numel() for c, n in zip(counts, names, strict=True)
     ):
-        raise PatchError("shape_mismatch", "counts do not fit the base")
+        raise PatchError(Reason.SHAPE_MISMATCH, "counts do not fit the base")
     expected = sum(c * (4 + base[n].element_size()) for c, n in zip(counts, names, strict=True))
     inflater = zlib.decompressobj()
     raw = inflater.decompress(patch["data"].numpy().tobytes(), expected + 1)
     if len(raw) != expected or not inflater.eof:
-        raise PatchError("shape_mismatch", "decompressed size does not match the counts")
+        raise PatchError(Reason.SHAPE_MISMATCH, "decompressed size does not match the counts")
     out: dict[str, torch.Tensor] = {}
     offset = 0
     for name, count in zip(names, counts, strict=True):
@@ -118,12 +118,12 @@ def apply_patch(base: Mapping[str, torch.Tensor], patch: Payload) -> dict[str, t
         xor = planes.reshape(width, count).T.copy().view(old.dtype.newbyteorder("<")).reshape(-1)
         positions = np.cumsum(deltas)
         if count and positions[-1] >= old.size:
-            raise PatchError("index_out_of_range", name)
+            raise PatchError(Reason.INDEX_OUT_OF_RANGE, name)
         old[positions] ^= xor.astype(old.dtype)
         restored = torch.from_numpy(old).view(base[name].dtype)
         out[name] = restored.reshape(base[name].shape)
     if state_digest(out) != bytes(patch["target_sha256"].numpy()):
-        raise PatchError("hash_mismatch")
+        raise PatchError(Reason.HASH_MISMATCH)
     return out
 
 

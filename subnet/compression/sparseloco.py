@@ -50,6 +50,7 @@ from subnet.compression.packing import (
     unpack_2bit,
     unpack_12bit,
 )
+from subnet.wire.reasons import Reason
 
 
 def quantize_2bit(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -156,16 +157,16 @@ class SparseLoCoCompressor(Compressor):
     ) -> RejectReason | None:
         """Indices inside their chunk and strictly increasing; codebook finite."""
         if not bool(torch.isfinite(parts["cb"]).all()):
-            return "non_finite"
+            return Reason.NON_FINITE
         layout = self.layout(shape)
         full, tail = self._chunk_indices(parts["idx"], layout)
         for idx, size in ((full, layout.size), (tail.unsqueeze(0), layout.tail)):
             if idx.numel() == 0:
                 continue
             if int(idx.max()) >= size:
-                return "index_out_of_range"
+                return Reason.INDEX_OUT_OF_RANGE
             if not bool((idx[:, 1:] > idx[:, :-1]).all()):
-                return "unsorted_index"
+                return Reason.UNSORTED_INDEX
         return None
 
     def decode_tensor(

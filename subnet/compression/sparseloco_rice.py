@@ -46,6 +46,7 @@ from subnet.compression.base import (
 from subnet.compression.chunking import ChunkLayout
 from subnet.compression.packing import pack_2bit, packed_2bit_len, unpack_2bit
 from subnet.compression.sparseloco import SparseLoCoCompressor, quantize_2bit
+from subnet.wire.reasons import Reason
 
 _PARTS: dict[str, torch.dtype] = {
     "rice::k": torch.uint8,
@@ -143,13 +144,15 @@ class SparseLoCoRiceCompressor(Compressor):
         """Check every stream against ``shapes`` and decode the selection; raises PayloadError."""
         for key, dtype in _PARTS.items():
             if key not in payload:
-                raise PayloadError("missing_tensor", key)
+                raise PayloadError(Reason.MISSING_TENSOR, key)
             if payload[key].dtype != dtype:
-                raise PayloadError("dtype_mismatch", key)
+                raise PayloadError(Reason.DTYPE_MISMATCH, key)
             if payload[key].dim() != 1:
-                raise PayloadError("shape_mismatch", key)
+                raise PayloadError(Reason.SHAPE_MISMATCH, key)
         if set(payload) - set(_PARTS):
-            raise PayloadError("unexpected_tensor", ", ".join(sorted(set(payload) - set(_PARTS))))
+            raise PayloadError(
+                Reason.UNEXPECTED_TENSOR, ", ".join(sorted(set(payload) - set(_PARTS)))
+            )
         names = sorted(shapes)
         layouts = [self._layout(tuple(shapes[n])) for n in names]
         kept = [total for _, _, total in layouts]
@@ -157,12 +160,12 @@ class SparseLoCoRiceCompressor(Compressor):
         for key, numel in (("rice::k", len(names)), ("cb", 4 * len(names)),
                            ("val", packed_2bit_len(total))):  # fmt: skip
             if payload[key].numel() != numel:
-                raise PayloadError("shape_mismatch", key)
+                raise PayloadError(Reason.SHAPE_MISMATCH, key)
         if not bool(torch.isfinite(payload["cb"]).all()):
-            raise PayloadError("non_finite", "cb")
+            raise PayloadError(Reason.NON_FINITE, "cb")
         ks = payload["rice::k"].tolist()
         if any(k > rice.MAX_K for k in ks):
-            raise PayloadError("invalid_value", "rice::k")
+            raise PayloadError(Reason.INVALID_VALUE, "rice::k")
         q, r = self._streams(payload, names, shapes, kept, ks)
         codes = unpack_2bit(payload["val"], total)
         books = payload["cb"].reshape(-1, 4)
@@ -173,7 +176,7 @@ class SparseLoCoRiceCompressor(Compressor):
             gaps = (q[offset : offset + n] << ks[i]) | r[i]
             indices = chunk_indices(gaps, layout, k_full)
             if indices is None:
-                raise PayloadError("index_out_of_range", name)
+                raise PayloadError(Reason.INDEX_OUT_OF_RANGE, name)
             out[name] = Sparse(indices, codes[offset : offset + n], books[i])
             offset += n
         return out
@@ -190,17 +193,19 @@ class SparseLoCoRiceCompressor(Compressor):
         )
         unary = payload["rice::unary"].numpy()
         if unary.size > (longest + 7) // 8:
-            raise PayloadError("shape_mismatch", "rice::unary longer than any honest stream")
+            raise PayloadError(Reason.SHAPE_MISMATCH, "rice::unary longer than any honest stream")
         q = rice.quotients(unary, sum(kept))
         if q is None:
-            raise PayloadError("shape_mismatch", "rice::unary does not hold one code per index")
+            raise PayloadError(
+                Reason.SHAPE_MISMATCH, "rice::unary does not hold one code per index"
+            )
         nbits = sum(n * k for n, k in zip(kept, ks, strict=True))
         rem = payload["rice::rem"].numpy()
         if rem.size != (nbits + 7) // 8:
-            raise PayloadError("shape_mismatch", "rice::rem")
+            raise PayloadError(Reason.SHAPE_MISMATCH, "rice::rem")
         bits = rice.unpack(rem, nbits)
         if bits is None:
-            raise PayloadError("invalid_value", "rice::rem padding is not zero")
+            raise PayloadError(Reason.INVALID_VALUE, "rice::rem padding is not zero")
         remainders, start = [], 0
         for n, k in zip(kept, ks, strict=True):
             remainders.append(rice.remainders(bits[start : start + n * k], k, n))

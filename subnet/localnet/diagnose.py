@@ -1,8 +1,9 @@
 """Why a local run stopped short: one line from its neurons' metrics.
 
 ``stall_reason`` reads every ``metrics.jsonl`` under the run folder and names what kept rounds
-from merging: uploads that landed late, windows miners skipped as too slow, windows validators
-found empty, windows the holder had nothing to merge in. The demo prints it when it times out.
+from merging: uploads that landed late, windows miners skipped as too slow, steps that ended past
+their phase (a validator's scoring, the holder's merge), windows validators found empty, windows
+the holder had nothing to merge in. The demo prints it when it times out.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ def stall_reason(root: str | Path, rounds: int, elapsed: float) -> str:
     skipped: set[int] = set()
     empty: set[int] = set()
     failed: dict[str, set[int]] = {}
+    overran: dict[str, set[int]] = {}
     merged = uploads = 0
     for path in metrics_files(root):
+        role = path.parent.name.partition("-")[0]
         for r in read_jsonl(path):
             event, window = r.get("event"), r.get("window")
             if not isinstance(window, int):
@@ -35,6 +38,8 @@ def stall_reason(root: str | Path, rounds: int, elapsed: float) -> str:
                 skipped.add(window)
             elif event == "uploads" and r.get("empty"):
                 empty.add(window)
+            elif event == "step" and (r.get("end_offset") or 0) > r.get("last_offset", 1 << 30):
+                overran.setdefault(f"{role} {r.get('action')}", set()).add(window)
             elif event == "window_failed" and r.get("reason") != "too_slow":
                 failed.setdefault(f"{r.get('role', '?')} {r.get('reason')}", set()).add(window)
     parts = [f"timed out after {elapsed:.0f} s: {merged} of {rounds} rounds merged"]
@@ -42,6 +47,8 @@ def stall_reason(root: str | Path, rounds: int, elapsed: float) -> str:
         parts.append(f"miners uploaded late in windows {_windows(late)}")
     if skipped:
         parts.append(f"miners skipped windows {_windows(skipped)} as too slow to finish in time")
+    for what, windows in sorted(overran.items()):
+        parts.append(f"{what} ended past its phase in windows {_windows(windows)}")
     if empty:
         parts.append(f"the holder had nothing to merge in windows {_windows(empty)}")
     for what, windows in sorted(failed.items()):

@@ -1,9 +1,12 @@
 """A whole local subnet run: the stack, every neuron as its own process, and a run folder.
 
 ``LocalRun`` is what ``make demo`` drives: it brings up simnet and the S3 server, starts a model
-holder, validators and miners, waits for a number of merged rounds, and stops everything. The run
-folder holds ``run.json`` (who is who, the protocol), each neuron's state and ``metrics.jsonl``,
-the logs, and offline W&B runs; ``scripts/report.py`` turns it into the run page.
+holder, validators and miners, waits for a number of merged rounds, and stops everything. While
+it runs, a :class:`~subnet.localnet.pacemaker.Pacemaker` keeps the chain's blocks as long as the
+work it measures needs, so the windows fit the machine as it is now, not as it was at the start.
+The run folder holds ``run.json`` (who is who, the protocol), each neuron's state and
+``metrics.jsonl``, ``pacemaker.jsonl``, the logs, and offline W&B runs; ``scripts/report.py``
+turns it into the run page.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from ..data import TokenDataset
 from ..model import build_model
 from ..monitor.report.load import read_jsonl
 from .neurons import NeuronSet, write_protocol
+from .pacemaker import Pacemaker, wait_windows
 from .stack import LocalStack, StackSettings
 
 
@@ -81,6 +85,7 @@ class LocalRun:
             block_time=settings.block_time,
         ))  # fmt: skip
         self.neurons: NeuronSet | None = None
+        self.pacemaker: Pacemaker | None = None
 
     def start(self) -> None:
         """Bring up the stack and every neuron; write ``run.json``."""
@@ -95,6 +100,8 @@ class LocalRun:
         for w in ep.wallets:
             if w.role in ("validator", "miner"):
                 ns.start(w.name, w.role, None, *extra)
+        self.pacemaker = Pacemaker.for_stack(self.root, ep, s.protocol(), s.block_time)
+        self.pacemaker.start()
 
     def _write_run_json(self, ep, holder_hotkey: str) -> None:
         s = self.settings
@@ -117,22 +124,40 @@ class LocalRun:
         paths = list((self.root / "state").glob("holder-*/metrics.jsonl"))
         return read_records(paths[0], "version") if paths else []
 
-    def wait(self, on_round: Callable[[dict], None], timeout: float) -> bool:
-        """Wait for ``rounds`` merged versions; ``on_round`` sees each new one. False on timeout."""
+    def wait(self, on_round: Callable[[dict], None], windows: float) -> bool:
+        """Wait for ``rounds`` merged versions, at most ``windows`` windows of the chain's clock;
+        ``on_round`` sees each new one. False when the windows ran out."""
         assert self.neurons is not None
-        seen, deadline = 0, time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            dead = [name for name, up in self.neurons.alive().items() if not up]
-            if dead:
-                raise NeuronsExited(f"neurons exited early: {dead}; see {self.root / 'logs'}")
+        seen = 0
+
+        def merged() -> bool:
+            nonlocal seen
             versions = self.versions()
             for record in versions[seen:]:
                 on_round(record)
             seen = len(versions)
-            if len([v for v in versions if v["version"] > 0]) >= self.settings.rounds:
-                return True
-            time.sleep(1)
-        return False
+            return len([v for v in versions if v["version"] > 0]) >= self.settings.rounds
+
+        def alive() -> None:
+            assert self.neurons is not None
+            dead = [name for name, up in self.neurons.alive().items() if not up]
+            if dead:
+                raise NeuronsExited(f"neurons exited early: {dead}; see {self.root / 'logs'}")
+
+        chain = self.chain()
+        try:
+            wait_windows(
+                merged,
+                chain.block,
+                windows,
+                self.settings.window_blocks,
+                f"{self.settings.rounds} merged rounds",
+                alive,
+                poll_s=1.0,
+            )
+        except TimeoutError:
+            return False
+        return True
 
     def chain(self) -> ChainClient:
         """A chain client on this run's simnet."""
@@ -142,6 +167,8 @@ class LocalRun:
 
     def stop(self) -> dict[str, int | None]:
         """Stop every neuron, then the stack; returns the neurons' exit codes."""
+        if self.pacemaker is not None:
+            self.pacemaker.stop()
         codes = self.neurons.stop_all() if self.neurons is not None else {}
         self.stack.stop()
         return codes

@@ -7,7 +7,7 @@ commit-reveal lane they are committed before the deadline with the rest of the e
 inner optimizer starts fresh every window, so nothing else about its training is private.
 
 After the deadline each validator writes a notice naming the uploads it checks
-(``subnet.verify.notice``). A named miner writes one answer for that window: the chunks the
+(``subnet.wire.schema.CheckNotice``). A named miner writes one answer for that window: the chunks the
 window's beacon draws, before and after, each with its Merkle proof (``subnet.verify.answer``).
 It keeps its states until two windows have passed, so a late notice, a failed write or a
 restart still gets its answer out; a validator counts a missing answer as owed, not as a lie.
@@ -26,8 +26,8 @@ from ..storage.keys import ObjectKind, object_key
 from ..verify.answer import encode_answer
 from ..verify.chunks import FRESH, ChunkMap
 from ..verify.draw import chunk_sample
-from ..verify.notice import BadNotice, Notice, parse_notice
 from ..wire import Expected, Rejected, encode_envelope, fetch_envelope
+from ..wire.schema import CheckNotice, GradientMeta
 from .state import prefixed, unprefixed
 
 STATE_IN, STATE_FROM, STATE_OUT = "state_in", "state_from", "state_out"
@@ -114,46 +114,37 @@ def notice_lane(rt: Any) -> str | None:
     return None
 
 
-_HEX = frozenset("0123456789abcdef")
-
-
 class Malformed(ValueError):
-    """An upload whose commitments do not parse."""
+    """An upload whose commitments are missing (their form is checked where the envelope is
+    read: ``subnet.wire.schema.GradientMeta``)."""
 
 
-def commitments(metadata: dict[str, str], window: int) -> tuple[str, int | None, str]:
-    """``(state_in, state_from, state_out)`` of an upload, parsed totally (:class:`Malformed`)."""
-    digest_in, digest_out = metadata.get(STATE_IN, ""), metadata.get(STATE_OUT, "")
-    source = metadata.get(STATE_FROM, "")
-    for digest in (digest_in, digest_out):
-        if digest != FRESH and not (len(digest) == 64 and set(digest) <= _HEX):
-            raise Malformed("no error-feedback roots in the upload")
-    if digest_out == FRESH:
+def commitments(meta: GradientMeta, window: int) -> tuple[str, int | None, str]:
+    """``(state_in, state_from, state_out)`` of an upload (:class:`Malformed` if it has none)."""
+    if meta.state_in is None or meta.state_out is None:
+        raise Malformed("no error-feedback roots in the upload")
+    if meta.state_out == FRESH:
         raise Malformed("state_out must be a root")
-    if digest_in == FRESH:
-        if source:
-            raise Malformed("a fresh state_in names no state_from")
-        return digest_in, None, digest_out
-    if not (source.isascii() and source.isdigit() and len(source) <= 12):
-        raise Malformed(f"state_from {source[:20]!r} is not a window")
-    if not 0 <= int(source) < window:
-        raise Malformed(f"state_from {source} is not an earlier window")
-    return digest_in, int(source), digest_out
+    if meta.state_from is not None and not meta.state_from < window:
+        raise Malformed(f"state_from {meta.state_from} is not an earlier window")
+    return meta.state_in, meta.state_from, meta.state_out
 
 
-def read_notice(rt: Any, window: int, validator: str) -> Notice | None:
+def read_notice(rt: Any, window: int, validator: str) -> CheckNotice | None:
     """``validator``'s notice for ``window``; None when it is not there (yet) or unreadable
-    now. Raises ``BadNotice`` / ``Rejected`` for one that is there and refused."""
+    now. Raises ``Rejected`` for one that is there and refused."""
     lane = notice_lane(rt)
     reader = rt.reader(validator)
     if lane is None or reader is None:
         return None
-    expected = Expected(rt.cfg.protocol.run, window, ObjectKind.CHECKS, validator, lane=lane)
+    expected = Expected(
+        rt.cfg.protocol.run, window, ObjectKind.CHECKS, validator, lane=lane, plan=rt.plan.digest
+    )
     try:
         envelope = fetch_envelope(reader, expected, None, max_bytes=NOTICE_BYTES)
     except (ObjectNotFound, StorageError):
         return None
-    return parse_notice(envelope.metadata)
+    return envelope.message(CheckNotice)
 
 
 def named_by(rt: Any, window: int, held: Held) -> list[str]:
@@ -168,7 +159,7 @@ def named_by(rt: Any, window: int, held: Held) -> list[str]:
             continue
         try:
             notice = read_notice(rt, window, validator)
-        except (Rejected, BadNotice) as error:
+        except Rejected as error:
             held.seen.add(validator)
             logger.info(
                 "window {}: the notice of validator {} is refused ({})",
@@ -202,6 +193,7 @@ def write_answer(
         window=held.window,
         tensors=encode_answer(chunks, ids, before, held.after),
         lane=lane,
+        plan=rt.plan.digest,
     )
     key = object_key(p.run, ObjectKind.CHECK_ANSWER, held.window, rt.hotkey, lane=lane)
     return len(blob) if rt.store.put_if_absent(key, blob) else 0

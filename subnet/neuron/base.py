@@ -167,8 +167,15 @@ class BaseNeuron(ABC):
                 self.refresh(window)
                 return False
             if offset > last:
-                logger.warning("{}: step {} missed (offset {} past its phase)", self.role, step,
-                               offset)  # fmt: skip
+                logger.warning(
+                    "{}: step {} missed: offset {} is {} tick(s) past its phase (last offset "
+                    "{}); this neuron was busy, or still starting, until then",
+                    self.role,
+                    step,
+                    offset,
+                    offset - last,
+                    last,
+                )
                 self.cursor = (window, self.cursor[1] + 1)
                 continue
             if self.refreshed < window - 1:
@@ -251,6 +258,7 @@ class BaseNeuron(ABC):
     def handle(self, step: Step) -> object:
         """Run one step's action; a step-level failure is logged and counted, never raised."""
         self.busy = True
+        started = time.perf_counter()
         try:
             return self.actions[step.action](self, step)
         except WINDOW_ERRORS as error:
@@ -264,7 +272,34 @@ class BaseNeuron(ABC):
                                 reason="internal")  # fmt: skip
         finally:
             self.busy = False
+            self.timed(step, time.perf_counter() - started)
         return None
+
+    def timed(self, step: Step, seconds: float) -> None:
+        """One ``step`` record per step run: what it cost and the offsets it started and ended
+        at (a local run sizes its windows from these). A step that ended past its phase says so
+        in the log with the numbers: whoever waited for its output may have gone on without."""
+        last = self.rt.windows.phase(step.plan.phase)[1]
+        record: dict[str, Any] = dict(window=step.window, action=step.action, offset=step.offset)
+        record.update(phase=step.plan.phase, last_offset=last, seconds=round(seconds, 3))
+        try:
+            record["end_offset"] = self.rt.clock.now() - self.rt.windows.start(step.window)
+        except Exception as error:  # noqa: BLE001 - best effort: the record goes without it
+            logger.debug("{}: clock unreadable after {}: {}", self.role, step, error)
+        self.rt.metrics.log("step", **record)
+        end = record.get("end_offset")
+        if end is not None and end > last:
+            logger.warning(
+                "{}: {} ended at offset {}, {} tick(s) past its phase (last offset {}): it took "
+                "{:.1f} s from offset {}",
+                self.role,
+                step,
+                end,
+                end - last,
+                last,
+                seconds,
+                step.offset,
+            )
 
     # Lifecycle -----------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ from ..storage.keys import ObjectKind
 from ..verify.answer import BadAnswer, answer_bytes
 from ..verify.chunks import ChunkMap
 from ..wire import Expected, Rejected, fetch_envelope
-from .answers import STATE_OUT
+from ..wire.schema import GradientMeta
 from .uploads import Received, collect_uploads
 
 T = TypeVar("T")
@@ -59,7 +59,9 @@ def link_holds(
     reader = rt.reader(hotkey)
     if reader is None:
         raise Owed("no bucket known")
-    expected = Expected(rt.cfg.protocol.run, source, ObjectKind.GRADIENT, hotkey, lane=lane)
+    expected = Expected(
+        rt.cfg.protocol.run, source, ObjectKind.GRADIENT, hotkey, lane=lane, plan=rt.plan.digest
+    )
     try:
         envelope = bounded(
             lambda: fetch_envelope(reader, expected, None, max_bytes=rt.max_bytes),
@@ -70,7 +72,7 @@ def link_holds(
         return False
     except StorageError as error:
         raise Owed(f"its upload of window {source} is unreadable ({error.reason})") from None
-    return envelope.metadata.get(STATE_OUT) == digest_in
+    return envelope.message(GradientMeta).state_out == digest_in
 
 
 def answer(
@@ -87,7 +89,9 @@ def answer(
     reader = rt.reader(hotkey)
     if reader is None:
         raise Owed("no bucket known")
-    expected = Expected(rt.cfg.protocol.run, window, ObjectKind.CHECK_ANSWER, hotkey, lane=lane)
+    expected = Expected(
+        rt.cfg.protocol.run, window, ObjectKind.CHECK_ANSWER, hotkey, lane=lane, plan=rt.plan.digest
+    )
     limit = answer_bytes(chunks, ids, fresh)
     try:
         envelope = bounded(

@@ -46,8 +46,8 @@ from ..verify.answer import BadAnswer, parse_answer
 from ..verify.check import Outcome, check, chunks_for, levels
 from ..verify.chunks import FRESH
 from ..verify.draw import chunk_sample, targets
-from ..verify.notice import BadNotice, Notice, Verdict
 from ..wire import Rejected, publish_envelope
+from ..wire.schema import MAX_VERDICTS, CheckNotice, CheckVerdict
 from . import check_reads as reads
 from .answers import (
     Malformed,
@@ -99,7 +99,7 @@ class Checker:
         self.outs: dict[str, dict[int, str]] = {}  # hotkey -> window -> committed state_out
         self.distrust: dict[str, int] = {}  # validator -> the window its claims count again
         self.tasks: list[Task] = []  # memory only: a restart loses them
-        self.results: list[Verdict] = []  # finished since the last notice
+        self.results: list[CheckVerdict] = []  # finished since the last notice
         self.targets: dict[int, list[str]] = {}  # window -> the senders this validator named
         # window -> (its accepted uploads, its model): the last two, for confirmations
         self.held: dict[int, tuple[dict[str, Received], dict[str, torch.Tensor]]] = {}
@@ -167,7 +167,7 @@ class Checker:
             p.scoring.check_share,
         )
         self.targets = {w: t for w, t in self.targets.items() if w >= window - 2}
-        notice = Notice(tuple(chosen), tuple(self.results[-32:]))
+        notice = CheckNotice(targets=tuple(chosen), verdicts=tuple(self.results[-MAX_VERDICTS:]))
         try:
             _, written = publish_envelope(
                 self.rt.store,
@@ -176,13 +176,14 @@ class Checker:
                 kind=ObjectKind.CHECKS,
                 window=window,
                 tensors={},
-                metadata=notice.metadata(),
+                metadata=notice.wire(),
+                plan=self.rt.plan.digest,
                 lane=notice_lane(self.rt),
             )
             if not written:  # a restart: the notice out there names whom miners answer for
                 mine = read_notice(self.rt, window, me)
                 chosen = list(mine.targets) if mine is not None else []
-        except (StorageError, BadNotice, Rejected) as error:
+        except (StorageError, Rejected) as error:
             logger.warning(
                 "window {}: writing the check notice failed ({}); its targets are not checked",
                 window,
@@ -207,7 +208,7 @@ class Checker:
         base = {k: v.clone() for k, v in self.replica.state.items()}
         for hotkey, upload in list(got.accepted.items()):
             try:
-                digest_in, source, digest_out = commitments(upload.metadata, window)
+                digest_in, source, digest_out = commitments(upload.meta, window)
             except Malformed as error:
                 del got.accepted[hotkey]
                 got.rejected[hotkey] = "check_malformed"
@@ -273,14 +274,14 @@ class Checker:
                 continue
             try:
                 notice = read_notice(self.rt, window, validator)
-            except (Rejected, BadNotice):
+            except Rejected:
                 continue
             if notice is None:
                 continue
             for verdict in notice.verdicts:
                 self._learn(validator, verdict, window)
 
-    def _learn(self, validator: str, verdict: Verdict, window: int) -> None:
+    def _learn(self, validator: str, verdict: CheckVerdict, window: int) -> None:
         """Another validator's verdict: a pass verifies; a failure of an upload this validator
         still holds is confirmed here (unless that validator's claims are ignored for now)."""
         if verdict.ok:
@@ -391,7 +392,7 @@ class Checker:
         ids = chunk_sample(
             draw, p.run, self.lane, task.window, task.hotkey, chunks, p.scoring.check_chunks
         )
-        digest_in, _, digest_out = commitments(upload.metadata, task.window)
+        digest_in, _, digest_out = commitments(upload.meta, task.window)
         tensors = reads.answer(
             self.rt,
             self.lane,
@@ -442,7 +443,7 @@ class Checker:
     ) -> None:
         """A finished check: verified, or banned here; reported in the next notice."""
         result = "pass" if outcome.ok else str(outcome.reason)
-        self.results.append(Verdict(window, hotkey, result, outcome.error))
+        self.results.append(CheckVerdict(window, hotkey, result, outcome.error))
         kind = "confirmation" if claimant else "check"
         error = outcome.error if math.isfinite(outcome.error) else None
         self.rt.metrics.log(

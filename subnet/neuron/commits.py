@@ -31,8 +31,8 @@ from loguru import logger
 
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind, object_key
-from ..wire import Expected, Reason, Rejected, encode_envelope, envelope_header, fetch_envelope
-from ..wire.commit import MAX_COMMIT_BYTES, commit_digest, parse_commit
+from ..wire import CommitMeta, Expected, Rejected, encode_envelope, envelope_header, fetch_envelope
+from ..wire.commit import MAX_COMMIT_BYTES, commit_digest
 
 
 @dataclass
@@ -72,7 +72,7 @@ def seal(
     run = rt.cfg.protocol.run
     blob = encode_envelope(signer=rt.signer, run=run, kind=ObjectKind.GRADIENT, window=window,
                            tensors=tensors, base_version=base_version, metadata=metadata,
-                           lane=lane)  # fmt: skip
+                           lane=lane, plan=rt.plan.digest)  # fmt: skip
     key = object_key(run, ObjectKind.GRADIENT, window, rt.hotkey, lane=lane)
     return Sealed(window, lane, key, blob)
 
@@ -85,7 +85,7 @@ def write_commit(rt: Any, sealed: Sealed) -> bool:
         run, lane, window, rt.hotkey, envelope_header(sealed.blob).payload_sha256
     )
     commit = encode_envelope(signer=rt.signer, run=run, kind=ObjectKind.GRADIENT_COMMIT,
-                             window=window, tensors={}, metadata={"commit": digest},
+                             window=window, tensors={}, metadata=CommitMeta(commit=digest).wire(),
                              lane=lane)  # fmt: skip
     key = object_key(run, ObjectKind.GRADIENT_COMMIT, window, rt.hotkey, lane=lane)
     written = rt.store.put_if_absent(key, commit)
@@ -102,7 +102,7 @@ def fetch_commit(rt: Any, lane: str, window: int, hotkey: str) -> str:
     """``hotkey``'s verified commit digest for ``window`` on ``lane``.
 
     Raises ``Rejected`` for a malformed commit (``malformed_payload`` when it carries no
-    digest), and lets ``ObjectNotFound`` / ``StorageError`` through (a sender without a bucket
+    digest: ``CommitMeta``), and lets ``ObjectNotFound`` / ``StorageError`` through (a sender without a bucket
     is ``ObjectNotFound``)."""
     reader = rt.readers.get(hotkey)
     if reader is None:
@@ -110,10 +110,7 @@ def fetch_commit(rt: Any, lane: str, window: int, hotkey: str) -> str:
     expected = Expected(rt.cfg.protocol.run, window, ObjectKind.GRADIENT_COMMIT, hotkey,
                         lane=lane)  # fmt: skip
     envelope = fetch_envelope(reader, expected, None, max_bytes=MAX_COMMIT_BYTES)
-    digest = parse_commit(envelope.metadata)
-    if digest is None:
-        raise Rejected(Reason.MALFORMED_PAYLOAD, "a commit without a digest")
-    return digest
+    return envelope.message(CommitMeta).commit  # a commit without a digest: malformed_payload
 
 
 def reveal_matches(rt: Any, lane: str, window: int, hotkey: str, payload_sha256: str,

@@ -28,13 +28,7 @@ from ..compression import build_compressor
 from ..config import ConfigError
 from ..data import MANIFEST_KEY, TokenDataset
 from ..model import build_model, evaluate_loss
-from ..scoring.report import (
-    bind_scores,
-    contradicted,
-    nobody_scored,
-    parse_digests,
-    parse_report,
-)
+from ..scoring.report import bind_scores, contradicted, nobody_scored
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.counting import ddp_ring_bytes
 from ..storage.keys import ObjectKind
@@ -42,7 +36,7 @@ from ..training import build_outer_optimizer, load_parameters, snapshot
 from ..training.streaming import merge_payloads
 from ..versions import VersionPublisher
 from ..versions.delta import Resparsifier, SparseDelta, uses_sparse_broadcast
-from ..wire import Expected, Rejected, fetch_envelope
+from ..wire import Expected, Rejected, ScoreReportMeta, WeightsMeta, fetch_envelope
 from .actions.consensus import consensus
 from .actions.grants import admit, grant_data
 from .actions.ring import final_merge
@@ -63,7 +57,7 @@ from .rules import (
 from .runtime import Runtime
 from .state import prefixed, unprefixed
 from .steps import Action, Step
-from .uploads import collect_uploads, log_uploads
+from .uploads import collect_uploads, log_uploads, screen
 
 
 def publish_dataset(rt: Runtime) -> None:
@@ -234,6 +228,9 @@ class ModelHolder(BaseNeuron):
         got = collect_uploads(self.rt, window, miners, base_version=self.version,
                               compressor=self.compressor, shapes=shapes, assigned=assigned,
                               lane=self.grads)  # fmt: skip
+        # Each upload's norm (what clipping reads) now, one sender at a time: one whose reading
+        # fails is refused (``unreadable``) and the others are merged.
+        screen(got, window, lambda u: self.compressor.norm(u.payload, shapes))
         # A score counts only for the bytes its validator scored: a miner that served this
         # holder other bytes (or rewrote its upload after the scoring) is merged at 0.
         fetched = {hk: u.sha256 for hk, u in got.accepted.items()}
@@ -313,17 +310,20 @@ class ModelHolder(BaseNeuron):
                 continue
             kind = ObjectKind(self.rt.lane(self.scores).kind)  # scores, or consensus weights
             expected = Expected(self.rt.cfg.protocol.run, window, kind, hotkey,
-                                lane=self.scores)  # fmt: skip
-            try:
+                                lane=self.scores, plan=self.rt.plan.digest)  # fmt: skip
+            try:  # the schema and the plan checked where the envelope is accepted
                 envelope = fetch_envelope(reader, expected, None, max_bytes=self.rt.max_bytes)
-                if envelope.metadata.get("plan") != self.rt.plan.digest:
-                    raise ValueError("report made under another run plan or protocol settings")
-                scores = parse_report(envelope.metadata.get("scores", ""))
-                digests = (parse_digests(envelope.metadata.get("digests", ""))
-                           if kind == ObjectKind.SCORES else None)  # fmt: skip
-                out[hotkey] = (scores, digests)
-            except (StorageError, Rejected, ValueError) as error:
+                if kind == ObjectKind.SCORES:
+                    report = envelope.message(ScoreReportMeta)
+                    out[hotkey] = (report.scores, report.digests)
+                else:
+                    weights = envelope.message(WeightsMeta)
+                    out[hotkey] = (weights.scores or weights.weights or {}, None)
+            except (StorageError, Rejected) as error:
                 logger.info("no usable report from {} for window {}: {}", hotkey[:8], window, error)
+            except Exception as error:  # noqa: BLE001 - that validator's voice, not the merge
+                log = logger.opt(exception=error)
+                log.warning("report of {} for window {} broke its reader", hotkey[:8], window)
         return out
 
     def publish(self, window: int, result: MergeResult) -> None:

@@ -5,7 +5,8 @@ syncs to the model version the holder published, trains on the samples the plan'
 names (``assigned``: a pure function of seed, window and hotkey), computes ``start - end``, adds
 its error feedback, compresses (SparseLoCo by default) and writes one signed envelope,
 write-once, to its own bucket on the step's lane. The envelope carries the base model version,
-the plan digest and a receipt of the sample ids, so validators can check all three. It paces
+the plan digest (in its signed header) and a receipt of the sample ids, so validators can check
+all three. It paces
 itself against the upload deadline (``pacer.py``): all steps, a credited prefix of at least
 ``inner.min_steps``, or an early skip, never a silent late upload.
 
@@ -289,7 +290,7 @@ class Miner(BaseNeuron):
         return Upload(payload, {"receipt": sample_receipt(ids), "samples": str(len(ids)),
                                 "steps": str(result.steps),
                                 "tokens": str(result.tokens), "loss": f"{result.mean_loss:.6f}",
-                                "plan": self.rt.plan.digest, **self.held_now.metadata()})  # fmt: skip
+                                **self.held_now.metadata()})  # fmt: skip
 
     def rewind(self, line: Line, moments: dict[str, torch.Tensor]) -> None:
         """Put the line's inner optimizer back to its ``moments`` before a window's training
@@ -316,6 +317,7 @@ class Miner(BaseNeuron):
             self.rt.store, signer=self.rt.signer, run=self.rt.cfg.protocol.run,
             kind=ObjectKind.GRADIENT, window=window, tensors=result.payload,
             base_version=self.replica.version, metadata=result.metadata, lane=lane,
+            plan=self.rt.plan.digest,
         )  # fmt: skip
         result.key = key
         logger.info("uploaded {} ({})", key, "new" if written else "already there")

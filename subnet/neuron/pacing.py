@@ -41,7 +41,9 @@ class BlockTimer:
     """Seconds per block, measured from ``(block, time)`` observations of the chain head."""
 
     nominal_s: float = 12.0  # the chain's own figure, used until two blocks are observed
-    seen: deque = field(default_factory=lambda: deque(maxlen=32))
+    # The last 16 blocks: enough to average out when a poll saw each, few enough that a block
+    # time that changes (a local run's pacemaker) is followed within one window.
+    seen: deque = field(default_factory=lambda: deque(maxlen=16))
 
     def observe(self, block: int, t: float) -> None:
         """Note that the head was ``block`` at monotonic time ``t`` (the first sighting counts)."""

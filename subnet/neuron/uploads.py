@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import torch
 from loguru import logger
@@ -20,10 +21,12 @@ from ..compression import Compressor, Payload
 from ..data import sample_receipt
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind
-from ..wire import Envelope, Expected, Reason, Rejected, fetch_envelope
+from ..wire import Envelope, Expected, GradientMeta, Reason, Rejected, fetch_envelope
 from .commits import reveal_matches
 from .rules import inner_config
 from .runtime import Runtime
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -33,7 +36,7 @@ class Received:
 
     hotkey: str
     payload: Payload  # validated against the shapes; decoding cannot fail
-    metadata: dict[str, str]
+    meta: GradientMeta  # the signed metadata, parsed (``subnet.wire.schema``)
     nbytes: int
     tokens: int  # as the sender reports it: informational only, never a weight
     compressor: Compressor = field(repr=False)
@@ -61,14 +64,14 @@ class WindowUploads:
     accepted: dict[str, Received] = field(default_factory=dict)
     missing: set[str] = field(default_factory=set)
     stale: set[str] = field(default_factory=set)
-    rejected: dict[str, str] = field(default_factory=dict)  # hotkey -> reason code
+    rejected: dict[str, str] = field(default_factory=dict)  # hotkey -> reason code (``Reason``)
 
 
 class _Refused(Exception):
     """One sender's upload is unusable; ``reason`` is its code."""
 
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
+    def __init__(self, reason: Reason) -> None:
+        super().__init__(reason.value)
         self.reason = reason
 
 
@@ -98,7 +101,8 @@ def collect_uploads(
                 rt, envelope.header.lane, window, hotkey, envelope.header.payload_sha256,
                 commits.get(hotkey, ""),
             ):  # fmt: skip
-                raise _Refused("bad_reveal")  # not the payload it committed to before the deadline
+                # not the payload it committed to before the deadline
+                raise _Refused(Reason.BAD_REVEAL)
             out.accepted[hotkey] = _accept(rt, envelope, hotkey, compressor, shapes, assigned)
         except ObjectNotFound:
             out.missing.add(hotkey)
@@ -109,13 +113,13 @@ def collect_uploads(
             if error.reason == Reason.WRONG_BASE_VERSION:
                 out.stale.add(hotkey)
             else:
-                out.rejected[hotkey] = str(error.reason.value)
+                out.rejected[hotkey] = error.reason
             logger.info("upload of {} rejected: {}", hotkey[:8], error)
         except _Refused as error:
             out.rejected[hotkey] = error.reason
             logger.info("upload of {} rejected: {}", hotkey[:8], error.reason)
         except Exception as error:  # a hostile bucket or object must not take the reader down
-            out.rejected[hotkey] = "unreadable"
+            out.rejected[hotkey] = Reason.UNREADABLE
             logger.opt(exception=error).warning("upload of {} could not be read", hotkey[:8])
     return out
 
@@ -125,9 +129,9 @@ def _fetch(
 ) -> Envelope:
     reader = rt.readers.get(hotkey)
     if reader is None:
-        raise _Refused("no_bucket")
+        raise _Refused(Reason.NO_BUCKET)
     expected = Expected(rt.cfg.protocol.run, window, ObjectKind.GRADIENT, hotkey,
-                        base_version=base_version, lane=lane)  # fmt: skip
+                        base_version=base_version, lane=lane, plan=rt.plan.digest)  # fmt: skip
     return fetch_envelope(reader, expected, None, max_bytes=rt.max_bytes)
 
 
@@ -139,26 +143,38 @@ def _accept(
     shapes: Mapping[str, tuple[int, ...]],
     assigned: Callable[[str], list[int]],
 ) -> Received:
-    meta = dict(envelope.metadata)
-    if meta.get("plan") != rt.plan.digest:
-        raise _Refused("wrong_plan")  # trained under another run plan or protocol settings
+    meta = envelope.message(GradientMeta)  # parsed where it was accepted; the plan checked
     ids = assigned(hotkey)
     inner = inner_config(rt)  # the plan may set H
     per_step = inner.micro_batch * inner.accumulation
     samples = trained_prefix(meta, ids, per_step, inner.least_steps())
-    tokens = meta.get("tokens", "0")
-    if not tokens.isdigit() or len(tokens) > 12:
-        raise _Refused("bad_metadata")
     reason = compressor.validate(envelope.tensors, shapes)
     if reason is not None:
-        raise _Refused(reason)
+        raise _Refused(Reason(reason))
     steps = samples // per_step if samples < len(ids) else inner.steps
     return Received(hotkey, envelope.tensors, meta, int(envelope.header.payload_bytes),
-                    int(tokens), compressor, shapes, samples, len(ids), steps,
+                    meta.tokens, compressor, shapes, samples, len(ids), steps,
                     envelope.header.payload_sha256, envelope.seal)  # fmt: skip
 
 
-def trained_prefix(meta: Mapping[str, str], ids: list[int], per_step: int, least_steps: int) -> int:
+def screen(got: WindowUploads, window: int, check: Callable[[Received], T]) -> dict[str, T]:
+    """``check`` run on every accepted upload, the results by hotkey. An upload whose check
+    raises (anything: a bug, or a message nothing foresaw) is moved to ``rejected`` as
+    ``unreadable`` and logged with its traceback: its sender's loss, never the window's."""
+    out: dict[str, T] = {}
+    for hotkey, upload in sorted(got.accepted.items()):
+        try:
+            out[hotkey] = check(upload)
+        except Exception as error:  # noqa: BLE001 - one sender's message, not the reader's step
+            log = logger.opt(exception=error)
+            log.warning("window {}: upload of {} broke its reader", window, hotkey[:8])
+            got.rejected[hotkey] = Reason.UNREADABLE
+    for hotkey in got.rejected.keys() & got.accepted.keys():
+        del got.accepted[hotkey]
+    return out
+
+
+def trained_prefix(meta: GradientMeta, ids: list[int], per_step: int, least_steps: int) -> int:
     """How many of the assigned ``ids`` the upload proves it trained: a prefix, or refused.
 
     A miner short of time trains the first ``k`` steps of its assignment and says so:
@@ -168,16 +184,13 @@ def trained_prefix(meta: Mapping[str, str], ids: list[int], per_step: int, least
     a ``samples`` field the upload claims the whole assignment.
     """
     full = len(ids)
-    raw = meta.get("samples", str(full))
-    if not raw.isdigit() or len(raw) > 12:
-        raise _Refused("bad_metadata")
-    samples = int(raw)
+    samples = full if meta.samples is None else meta.samples
     if samples > full or (samples != full and samples % per_step):
-        raise _Refused("bad_receipt")
+        raise _Refused(Reason.BAD_RECEIPT)
     if samples < min(full, least_steps * per_step):
-        raise _Refused("too_few_steps")
-    if meta.get("receipt") != sample_receipt(ids[:samples]):
-        raise _Refused("bad_receipt")  # not trained on (a prefix of) the assigned samples
+        raise _Refused(Reason.TOO_FEW_STEPS)
+    if meta.receipt != sample_receipt(ids[:samples]):
+        raise _Refused(Reason.BAD_RECEIPT)  # not trained on (a prefix of) the assigned samples
     return samples
 
 

@@ -13,6 +13,7 @@ scores are offered to the runtime's weight sink (on a chain: weights every tempo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
@@ -37,10 +38,9 @@ from ..scoring import (
 )
 from ..scoring.assess import WindowProbe, assess_window, own_subset
 from ..scoring.draws import corpus_batches, heldout_draw, heldout_size
-from ..scoring.report import encode_digests, encode_report
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind, object_key
-from ..wire import publish_envelope
+from ..wire import Reason, ScoreReportMeta, publish_envelope
 from .base import BaseNeuron
 from .checks import Checker
 from .commits import CommitSnapshot
@@ -49,7 +49,7 @@ from .replica import Replica
 from .rules import DATA_RULES, lane_data_rule
 from .state import prefixed, unprefixed
 from .steps import Action, Step
-from .uploads import Received, WindowUploads, collect_uploads
+from .uploads import Received, WindowUploads, collect_uploads, screen
 
 
 @dataclass
@@ -141,9 +141,11 @@ class Validator(BaseNeuron):
                 info = reader.head(key) if reader is not None else None
             except ObjectNotFound:
                 continue  # not uploaded yet: look again next block
-            except StorageError:
+            except Exception as error:  # noqa: BLE001 - a broken or hostile bucket: its own loss
                 # A bucket that fails (or stalls) once is not polled again this window, so one
                 # slow endpoint cannot hold up the loop block after block.
+                if not isinstance(error, StorageError):
+                    logger.opt(exception=error).warning("bucket of {} broke", hotkey[:8])
                 self.unreachable.add((window, hotkey))
                 continue
             if info is not None:
@@ -182,11 +184,15 @@ class Validator(BaseNeuron):
         self.equivocations.forget(self.rt.roster.hotkeys())
         for hotkey in self.equivocations.banned.keys() & got.accepted.keys():
             del got.accepted[hotkey]
-            got.rejected[hotkey] = "equivocated"
+            got.rejected[hotkey] = Reason.EQUIVOCATED
+        # What scoring reads of each upload beyond its checked fields, read now, one sender at a
+        # time: one whose reading fails is refused (``unreadable``) and the window goes on.
+        shapes = {k: tuple(v.shape) for k, v in self.replica.state.items()}
+        measured = screen(got, window, lambda u: self._measure(u, shapes))
         self.checker.screen(window, got, commits)
         after = self._after_deadline(window, got.accepted)
         evaluations, copies = self._assess(
-            window, {hk: u for hk, u in got.accepted.items() if hk not in after}
+            window, {hk: u for hk, u in got.accepted.items() if hk not in after}, measured
         )
         late = self._late(window, got.missing - unreadable, commits) | after
         self.records = extend_records(self.records, gain_ratios(evaluations, p.scoring, copies),
@@ -284,18 +290,26 @@ class Validator(BaseNeuron):
         return {hk for hk in accepted
                 if (window, hk) not in self.first_seen and (window, hk) not in self.unreachable}  # fmt: skip
 
+    def _measure(self, upload: Received, shapes: dict[str, tuple[int, ...]]) -> tuple[Any, float]:
+        """An upload's copy fingerprint (its support; None for a dense codec) and its norm."""
+        support = self.compressor.support(upload.payload, shapes)
+        norm = self.compressor.norm(upload.payload, shapes)
+        if not math.isfinite(norm):
+            raise ArithmeticError(f"an update of norm {norm}")
+        return support, norm
+
     def _assess(
-        self, window: int, accepted: dict[str, Received]
+        self, window: int, accepted: dict[str, Received], measured: dict[str, tuple[Any, float]]
     ) -> tuple[list[Evaluation], dict[str, str]]:
-        """Per-sample evaluation of every upload, and the copies the own-data evidence names."""
+        """Per-sample evaluation of every upload, and the copies the own-data evidence names;
+        ``measured``: each upload's support and norm (``_measure``)."""
         p = self.rt.cfg.protocol
         assigned, n = self.assigned(window), p.eval_samples
         # A partial upload is evaluated on the prefix it trained (its receipt proves which).
         own = {hk: own_subset(assigned(hk)[: u.samples or None], n) for hk, u in accepted.items()}
         deltas = _Decoded(accepted)  # decoded on use: one dense update alive at a time
         # Copy fingerprints need sparsity: a dense codec (support None) sends every index.
-        shapes = {k: tuple(v.shape) for k, v in self.replica.state.items()}
-        supports = {hk: self.compressor.support(u.payload, shapes) for hk, u in accepted.items()}
+        supports = {hk: measured[hk][0] for hk in accepted}
         prints = {} if any(v is None for v in supports.values()) else supports
         history = self.fingerprints.recent(window)
         matches = find_matches(window, prints, history, p.scoring)
@@ -311,7 +325,7 @@ class Validator(BaseNeuron):
         heldout = heldout_draw(p.scoring.heldout_samples, heldout_size(self.data))
         # Measured as merged: clipped to the median norm of the miners this validator pays
         # (fresh hotkeys cannot pull it down), norms from the payloads, not decodes.
-        norms = {hk: self.compressor.norm(u.payload, shapes) for hk, u in accepted.items()}
+        norms = {hk: measured[hk][1] for hk in accepted}
         standing = {hk for hk, score in self.moving.items() if score > 0}
         # Another miner's earlier upload is a replay outright (``judge_matches``): only the
         # pairs of this window and a miner's own earlier uploads need the evidence measured.
@@ -351,9 +365,8 @@ class Validator(BaseNeuron):
         publish_envelope(
             self.rt.store, signer=self.rt.signer, run=self.rt.cfg.protocol.run,
             kind=ObjectKind.SCORES, window=window, tensors={"scores": tensor},
-            base_version=self.replica.version, lane=lane,
-            metadata={"scores": encode_report(scores), "digests": encode_digests(result.digests),
-                      "plan": self.rt.plan.digest},
+            base_version=self.replica.version, lane=lane, plan=self.rt.plan.digest,
+            metadata=ScoreReportMeta(scores=scores, digests=result.digests).wire(),
         )  # fmt: skip
         self.offer_weights(window)
 
@@ -411,4 +424,7 @@ def _modified(reader, key: str) -> float | None:
     try:
         return reader.head(key).last_modified.timestamp()
     except StorageError:
+        return None
+    except Exception as error:  # noqa: BLE001 - a hostile bucket: nothing there, for us
+        logger.opt(exception=error).warning("{} unreadable", key)
         return None

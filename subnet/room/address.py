@@ -76,7 +76,7 @@ def parse_address(text: str, region: str = "us-east-1") -> RoomAddress:
         endpoint = f"{parts.scheme}://{parts.netloc}"
     else:
         raise RoomError("bad_request", f"--room {text!r} is not a room address; use {EXAMPLE}")
-    if len(path) != 2 or not _BUCKET.match(path[0]) or not re.match(NAME, path[1]):
+    if len(path) != 2 or not _BUCKET.fullmatch(path[0]) or not re.fullmatch(NAME, path[1]):
         raise RoomError("bad_request", f"--room {text!r} must end in /BUCKET/ROOM (room names: "
                         "a-z 0-9 . _ -); e.g. " + EXAMPLE)  # fmt: skip
     return RoomAddress(endpoint, path[0], path[1], region)

@@ -24,6 +24,7 @@ from datetime import datetime
 
 from pydantic import Field, ValidationError, field_validator
 
+from ..membership.roster import PERMISSIONS
 from ..wire import Signer
 from .errors import RoomError
 from .manifest import NAME, NONCE, SS58, RoomManifest, RoomMember, SlotName, _check_permissions
@@ -41,7 +42,7 @@ class Invite(Strict):
     room: str = Field(pattern=NAME)
     owner: str = Field(pattern=SS58)
     location: str = Field(max_length=512)  # the room's address (subnet.room.address)
-    permissions: list[str]
+    permissions: list[str] = Field(max_length=len(PERMISSIONS))
     slots: list[SlotName] = Field(default_factory=list, max_length=16)
     expires: float = Field(ge=0)
     nonce: str = Field(pattern=NONCE)

@@ -29,7 +29,7 @@ SlotName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 def _check_permissions(values: list[str]) -> list[str]:
@@ -72,9 +72,9 @@ class RoomRun(_Strict):
 
     name: str = Field(pattern=NAME)
     topology: str = Field(max_length=128)  # "@beam/scored-subnet@2.0.0"
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: dict[str, Any] = Field(default_factory=dict, max_length=64)
     digest: str = Field(pattern=r"^[0-9a-f]{16}$")
-    protocol: dict[str, Any] = Field(default_factory=dict)  # the shared [protocol] settings
+    protocol: dict[str, Any] = Field(default_factory=dict, max_length=64)  # shared [protocol]
     tick_seconds: float = Field(gt=0, le=3600)
     origin: float = Field(ge=0)  # unix time of tick 0
     stopped: bool = False
@@ -89,7 +89,9 @@ class RoomManifest(_Strict):
     prev: str | None = Field(None, pattern=DIGEST)  # digest of version - 1
     members: list[RoomMember] = Field(default_factory=list, max_length=1024)
     runs: list[RoomRun] = Field(default_factory=list, max_length=256)
-    redeemed: list[Annotated[str, Field(pattern=NONCE)]] = Field(default_factory=list)
+    redeemed: list[Annotated[str, Field(pattern=NONCE)]] = Field(
+        default_factory=list, max_length=65536
+    )
     created: float = Field(ge=0)
 
     @model_validator(mode="after")
@@ -201,5 +203,5 @@ def _check_admitter_change(a: RoomManifest, b: RoomManifest, signer: str) -> Non
 
 
 def key_safe(name: str) -> bool:
-    """Whether ``name`` may name a room or a run."""
-    return bool(re.match(NAME, name))
+    """Whether ``name`` may name a room or a run (matched whole: no trailing newline)."""
+    return bool(re.fullmatch(NAME.strip("^$"), name))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,12 +59,28 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")  # NaN and Infinity cannot be canonical
 
 
+def _finite(literal: str) -> float:
+    # 1e400 parses as infinity, which cannot be canonical either; a literal past 64 characters
+    # is an attack on the parser, not a number.
+    value = float(literal) if len(literal) <= 64 else math.inf
+    if not math.isfinite(value):
+        raise ValueError(f"{literal[:20]} is not a finite number")
+    return value
+
+
+def _small_int(literal: str) -> int:
+    if len(literal.lstrip("-")) > 64:  # int() refuses past 4,300 digits only after the work
+        raise ValueError(f"a {len(literal)}-digit integer")
+    return int(literal)
+
+
 def parse_doc(raw: bytes, kind: str) -> SignedDoc:
     """Verify and parse a document of ``kind``; RoomError with a reason for anything else."""
     if not isinstance(raw, bytes | bytearray) or len(raw) > MAX_DOC_BYTES:
         raise RoomError("malformed", "not bytes, or larger than a room document may be")
     try:
-        doc = json.loads(bytes(raw), parse_constant=_no_constant)
+        hooks = {"parse_float": _finite, "parse_int": _small_int}
+        doc = json.loads(bytes(raw), parse_constant=_no_constant, **hooks)
     except (ValueError, UnicodeDecodeError, RecursionError) as error:
         raise RoomError("malformed", f"not JSON ({error.__class__.__name__})") from None
     if not isinstance(doc, dict) or set(doc) != {"kind", "signer", "body", "signature"}:

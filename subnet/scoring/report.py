@@ -7,49 +7,69 @@ mapping each scored miner to the sha256 of the payload it scored. The holder mer
 into the bytes it was given for (`bind_scores`): a miner that serves the holder other bytes than
 the validators, or rewrites its upload after being scored, is merged at 0.
 
-The reader treats both as hostile: `parse_report` and `parse_digests` bound the text, the
-nesting, the number of entries and every value before trusting it, and every malformed input
-raises `ReportError` (a `ValueError`) with a reason code, never another exception, so one bad
-validator costs only its own voice in the window.
+The reader treats both as hostile: the report's schema (`subnet.wire.ScoreReportMeta`, applied
+where the envelope is accepted) bounds the text, the nesting, the number of entries and every
+value before trusting it, and every malformed input is refused with a reason code, never another
+exception, so one bad validator costs only its own voice in the window. `parse_report` and
+`parse_digests` apply the same parsers to a text and raise `ReportError` (a `ValueError`).
 """
 
 from __future__ import annotations
 
 import json
-import math
-import re
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Callable, Iterable, Mapping, Set
+from typing import TypeVar
 
-from bittensor.sp_core import ss58_decode
+from ..wire import Reason
+from ..wire.fields import MAX_ENTRIES, FieldError
+from ..wire.schema import MAX_ABS_SCORE, MAX_DIGESTS_CHARS, MAX_REPORT_CHARS, digest_map, score_map
 
-MAX_REPORT_CHARS = 256 * 1024  # 4,096 entries of ~60 characters fit with room to spare
-MAX_DIGESTS_CHARS = 512 * 1024  # 4,096 entries of ~120 characters (hotkey and sha256 hex)
-MAX_ENTRIES = 4096  # far above a subnet's 256 UIDs
-MAX_ABS_SCORE = 1e9  # scores are loss improvements, O(1); beyond this a report is nonsense
-_MAX_NUMBER_CHARS = 64  # a JSON number literal longer than this is an attack, not a score
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+__all__ = [
+    "MAX_ABS_SCORE",
+    "MAX_DIGESTS_CHARS",
+    "MAX_ENTRIES",
+    "MAX_REPORT_CHARS",
+    "REPORT_REASONS",
+    "ReportError",
+    "bind_scores",
+    "contradicted",
+    "encode_digests",
+    "encode_report",
+    "nobody_scored",
+    "parse_digests",
+    "parse_report",
+]
 
+# The reasons a report is refused with (members of the one ``subnet.wire.Reason``)
 REPORT_REASONS = (
-    "not_text",  # not a str
-    "too_long",  # longer than MAX_REPORT_CHARS
-    "not_json",  # not valid JSON (including NaN / Infinity literals and huge literals)
-    "too_deep",  # nested beyond the parser's limit
-    "not_an_object",  # the top level is not {hotkey: score}
-    "too_many_entries",  # more than MAX_ENTRIES
-    "duplicate_key",  # the same hotkey twice (which one would count?)
-    "bad_key",  # a key that is not a valid ss58 address
-    "bad_score",  # a value that is not a finite number within MAX_ABS_SCORE (booleans too)
-    "bad_digest",  # a digest that is not 64 lowercase hex characters
+    Reason.NOT_TEXT,  # not a str
+    Reason.TOO_LONG,  # longer than MAX_REPORT_CHARS
+    Reason.NOT_JSON,  # not valid JSON (including NaN / Infinity literals)
+    Reason.TOO_DEEP,  # nested beyond the parser's limit
+    Reason.NOT_AN_OBJECT,  # the top level is not {hotkey: score}
+    Reason.TOO_MANY_ENTRIES,  # more than MAX_ENTRIES
+    Reason.DUPLICATE_KEY,  # the same hotkey twice (which one would count?)
+    Reason.BAD_KEY,  # a key that is not a valid ss58 address
+    Reason.BAD_SCORE,  # not a finite number within MAX_ABS_SCORE (booleans, huge literals too)
+    Reason.BAD_DIGEST,  # a digest that is not 64 lowercase hex characters
 )
+T = TypeVar("T")
 
 
 class ReportError(ValueError):
     """A score report that does not match the schema; `reason` is one of `REPORT_REASONS`."""
 
-    def __init__(self, reason: str, detail: str = "") -> None:
+    def __init__(self, reason: Reason, detail: str = "") -> None:
         self.reason = reason
         self.detail = detail
-        super().__init__(f"{reason}: {detail}" if detail else reason)
+        super().__init__(f"{reason}: {detail}" if detail else str(reason))
+
+
+def _checked(parse: Callable[[object], T], text: object) -> T:
+    try:
+        return parse(text)
+    except FieldError as error:
+        raise ReportError(error.reason, error.detail) from None
 
 
 def encode_report(scores: Mapping[str, float]) -> str:
@@ -61,12 +81,7 @@ def encode_report(scores: Mapping[str, float]) -> str:
 
 def parse_report(text: object) -> dict[str, float]:
     """`{miner hotkey: score}` from a report's text, or `ReportError` with the reason."""
-    out: dict[str, float] = {}
-    for key, value in _entries(text):
-        if not isinstance(value, float) or not math.isfinite(value) or abs(value) > MAX_ABS_SCORE:
-            raise ReportError("bad_score", f"{key[:8]}: {type(value).__name__}")
-        out[key] = value
-    return out
+    return _checked(score_map, text)
 
 
 def encode_digests(digests: Mapping[str, str]) -> str:
@@ -78,12 +93,7 @@ def encode_digests(digests: Mapping[str, str]) -> str:
 
 def parse_digests(text: object) -> dict[str, str]:
     """`{miner hotkey: payload sha256}` from a report's `digests` text, or `ReportError`."""
-    out: dict[str, str] = {}
-    for key, value in _entries(text, MAX_DIGESTS_CHARS):
-        if not isinstance(value, str) or not _HEX64.match(value):
-            raise ReportError("bad_digest", key[:8])
-        out[key] = value
-    return out
+    return _checked(digest_map, text)
 
 
 def bind_scores(
@@ -113,40 +123,6 @@ def contradicted(reports: Iterable[Mapping[str, str]], fetched: Mapping[str, str
             if hotkey in fetched and digest != fetched[hotkey]}  # fmt: skip
 
 
-def _entries(text: object, max_chars: int = MAX_REPORT_CHARS) -> list[tuple[str, object]]:
-    """The `(hotkey, value)` pairs of a flat JSON object, bounded and checked, keys ss58."""
-    if not isinstance(text, str):
-        raise ReportError("not_text", type(text).__name__)
-    if len(text) > max_chars:
-        raise ReportError("too_long", f"{len(text)} characters > {max_chars}")
-    try:
-        raw = json.loads(
-            text,
-            object_pairs_hook=_pairs,
-            parse_constant=_no_constant,
-            parse_int=_number,
-            parse_float=_number,
-        )
-    except RecursionError:
-        raise ReportError("too_deep", "nested beyond the parser's limit") from None
-    except ReportError:
-        raise
-    except ValueError as exc:  # JSONDecodeError is a ValueError
-        raise ReportError("not_json", str(exc)[:120]) from None
-    if not isinstance(raw, _Pairs):
-        raise ReportError("not_an_object", type(raw).__name__)
-    if len(raw) > MAX_ENTRIES:
-        raise ReportError("too_many_entries", f"{len(raw)} > {MAX_ENTRIES}")
-    seen: set[str] = set()
-    for key, _ in raw:
-        if key in seen:
-            raise ReportError("duplicate_key", key[:60])
-        if not _is_ss58(key):
-            raise ReportError("bad_key", repr(key[:60]))
-        seen.add(key)
-    return list(raw)
-
-
 def nobody_scored(
     reports: Mapping[str, Mapping[str, float]], validators: Set[str], uploads: Set[str]
 ) -> bool:
@@ -161,33 +137,3 @@ def nobody_scored(
     if not uploads or not validators:
         return False
     return not any(hotkey in report for report in reports.values() for hotkey in uploads)
-
-
-class _Pairs(list):
-    """A JSON object as its list of pairs (so duplicates and nested objects stay visible)."""
-
-
-def _pairs(pairs: list[tuple[str, object]]) -> _Pairs:
-    return _Pairs(pairs)
-
-
-def _no_constant(name: str) -> float:
-    raise ReportError("not_json", f"{name} is not a JSON number")
-
-
-def _number(literal: str) -> float:
-    # Bounded before conversion: Python refuses int literals past 4,300 digits with a
-    # ValueError, and float("1e999") is inf; both are caught here with a reason.
-    if len(literal) > _MAX_NUMBER_CHARS:
-        raise ReportError("bad_score", f"a {len(literal)}-character number")
-    return float(literal)
-
-
-def _is_ss58(key: str) -> bool:
-    if not 40 <= len(key) <= 60:
-        return False
-    try:
-        ss58_decode(key)
-    except (ValueError, TypeError):
-        return False
-    return True

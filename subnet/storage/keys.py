@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 # Bump on any incompatible change to keys or the wire (2: lanes, 3: deltas, 4: commit-reveal and
-# score reports that name the payload each score is for, 5: audits of training, 6: checks of
+# score reports that name the payload each score is for, 5: audits of training, 6: the plan
+# digest in the signed header, every kind's metadata parsed by its schema, and checks of
 # training: error-feedback roots in every gradient, kinds ``checks`` and ``check-answer``).
 PROTOCOL_VERSION = 6
 ROOT = "beam"
@@ -47,7 +48,7 @@ class ObjectKind(str, Enum):
     DATA_GRANT = "data-grant"  # a lead's grant of data units to a member, one round
     RUN_FINAL = "run-final"  # the deciding slot's signed word that the run stops after a window
     # A validator's check notice for one window: whose uploads it checks, and how its last
-    # checks came out (subnet.verify.notice)
+    # checks came out (subnet.wire.schema.CheckNotice)
     CHECKS = "checks"
     # A miner's answer to a check of its upload of one window: drawn chunks of its error feedback
     # before and after, proven against the roots the upload committed to (subnet.verify.answer)
@@ -77,7 +78,7 @@ DEFAULT_LANES: dict[ObjectKind, str] = {
 def lane_of(kind: ObjectKind, lane: str | None = None) -> str:
     """`lane` checked, or the default lane of `kind` when None."""
     name = DEFAULT_LANES[ObjectKind(kind)] if lane is None else lane
-    if not _LANE.match(name):
+    if not _LANE.fullmatch(name):
         raise ValueError(f"lane must match {_LANE.pattern}: {name!r}")
     return name
 
@@ -117,14 +118,14 @@ def kind_prefix(
     run: str, kind: ObjectKind, *, lane: str | None = None, version: int = PROTOCOL_VERSION
 ) -> str:
     """The prefix of every object of `kind` on `lane` in `run`, all windows."""
-    if not _RUN.match(run):
+    if not _RUN.fullmatch(run):
         raise ValueError(f"run id must match {_RUN.pattern}: {run!r}")
     return f"{ROOT}/v{int(version)}/{run}/{lane_of(kind, lane)}/{ObjectKind(kind).value}/"
 
 
 def dataset_prefix(name: str, *, version: int = PROTOCOL_VERSION) -> str:
     """Where a dataset (its manifest and token shards) lives in the dataset owner's bucket."""
-    if not _RUN.match(name):
+    if not _RUN.fullmatch(name):
         raise ValueError(f"dataset name must match {_RUN.pattern}: {name!r}")
     return f"{ROOT}/v{int(version)}/datasets/{name}/"
 
@@ -140,12 +141,12 @@ def latest_key(
 def parse_key(key: str) -> KeyParts:
     """Invert `object_key` / `latest_key`; raises ValueError for any other key."""
     parts = key.split("/")
-    if len(parts) != 7 or parts[0] != ROOT or not re.fullmatch(r"v\d{1,6}", parts[1]):
+    if len(parts) != 7 or parts[0] != ROOT or not re.fullmatch(r"v[0-9]{1,6}", parts[1]):
         raise ValueError(f"not a Beam key: {key!r}")
     _, version, run, lane, kind, window, sender = parts
     if window == "latest":
         number = None
-    elif re.fullmatch(rf"\d{{{_WINDOW_DIGITS}}}", window):
+    elif re.fullmatch(rf"[0-9]{{{_WINDOW_DIGITS}}}", window):
         number = int(window)
     else:
         raise ValueError(f"bad window in key: {key!r}")
@@ -154,12 +155,12 @@ def parse_key(key: str) -> KeyParts:
                           lane_of(ObjectKind(kind), lane))  # fmt: skip
     except ValueError as exc:
         raise ValueError(f"not a Beam key: {key!r} ({exc})") from None
-    if not _RUN.match(run):
+    if not _RUN.fullmatch(run):
         raise ValueError(f"bad run id in key: {key!r}")
     return parsed
 
 
 def _check_sender(sender: str) -> str:
-    if not _SENDER.match(sender):
+    if not _SENDER.fullmatch(sender):
         raise ValueError(f"sender must be an ss58 address: {sender!r}")
     return sender

@@ -1,12 +1,13 @@
 """`ModelManifest`: the signed record that names a model version, its hash and where to get it.
 
 A manifest travels as a `model-manifest` envelope with no tensors; its JSON is the payload's
-`manifest` metadata entry, so the envelope signature covers it. See `subnet.versions.layout` for
+`manifest` metadata entry (``subnet.wire.ManifestMeta``), so the envelope signature covers it. See `subnet.versions.layout` for
 the two keys it is written under.
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -17,14 +18,15 @@ from subnet.storage.keys import ObjectKind
 from subnet.versions import layout
 from subnet.versions.errors import SyncError
 from subnet.versions.objects import fetch_verified
-from subnet.wire import Envelope, Signer, encode_envelope
+from subnet.wire import Envelope, ManifestMeta, Signer, encode_envelope
 from subnet.wire.envelope import SEAL_BYTES
 
-_METADATA_KEY = "manifest"
 _MAX_SLOT = 10**12 - 1  # the key layout's 12-digit window slot
 MAX_EQUIVOCATIONS = 32  # per version; more senders caught at once are named by the next ones
 # A hex seal; every valid envelope's seal fits SEAL_BYTES (about 520 bytes in practice)
 _SEAL = re.compile(rf"(?:[0-9a-f]{{2}}){{1,{SEAL_BYTES}}}")
+_HOTKEY = re.compile(r"[1-9A-HJ-NP-Za-km-z]{40,60}")  # base58, as in the key layout
+_MAX_KEY = 512  # an object key of the layout is under 200 characters
 
 
 class ModelManifest(BaseModel):
@@ -41,17 +43,17 @@ class ModelManifest(BaseModel):
     for itself (`subnet.neuron.equivocation`). Omitted from the JSON when empty.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
     version: int = Field(ge=0, le=_MAX_SLOT)
     window: int = Field(ge=-1, le=_MAX_SLOT)  # the window whose merge produced it; -1: initial
     digest: str = Field(pattern=r"^[0-9a-f]{64}$")
     checkpoint_version: int = Field(ge=0)
-    checkpoint_key: str
-    patch_key: str | None
-    delta_key: str | None = None
+    checkpoint_key: str = Field(max_length=_MAX_KEY)
+    patch_key: str | None = Field(max_length=_MAX_KEY)
+    delta_key: str | None = Field(default=None, max_length=_MAX_KEY)
     delta_codec: CompressionConfig | None = None
-    equivocations: dict[str, str] = Field(default_factory=dict)
+    equivocations: dict[str, str] = Field(default_factory=dict, max_length=MAX_EQUIVOCATIONS)
 
     @model_validator(mode="after")
     def _check_versions(self) -> ModelManifest:
@@ -65,8 +67,11 @@ class ModelManifest(BaseModel):
         if len(self.equivocations) > MAX_EQUIVOCATIONS:
             raise ValueError(f"more than {MAX_EQUIVOCATIONS} equivocations")
         for hotkey, seal in self.equivocations.items():
-            if not (40 <= len(hotkey) <= 60 and _SEAL.fullmatch(seal)):
+            if not (_HOTKEY.fullmatch(hotkey) and _SEAL.fullmatch(seal)):
                 raise ValueError("an equivocation is an ss58 hotkey and a hex seal")
+        codec = self.delta_codec
+        if codec is not None and (not math.isfinite(codec.ef_decay) or codec.topk > codec.chunk**2):
+            raise ValueError("a delta codec keeps at most chunk * chunk values per chunk")
         return self
 
 
@@ -82,7 +87,7 @@ def encode_manifest(
         window=layout.POINTER_WINDOW if pointer else manifest.version,
         tensors={},
         base_version=manifest.version,
-        metadata={_METADATA_KEY: _json(manifest)},
+        metadata=ManifestMeta(manifest=_json(manifest)).wire(),
     )
 
 
@@ -128,7 +133,8 @@ def read_manifest(
 def _manifest_of(envelope: Envelope, run: str, holder: str, lane: str | None) -> ModelManifest:
     """Parse the signed JSON and check it agrees with the header and the key layout."""
     try:
-        manifest = ModelManifest.model_validate_json(envelope.metadata.get(_METADATA_KEY, ""))
+        text = envelope.message(ManifestMeta).manifest  # bounded text: the envelope's schema
+        manifest = ModelManifest.model_validate_json(text)
     except ValidationError as exc:  # pydantic's parser also bounds nesting depth
         raise SyncError("bad_manifest", str(exc.errors()[0]["msg"])[:200]) from None
     v = manifest.version

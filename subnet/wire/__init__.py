@@ -16,8 +16,30 @@ from subnet.wire.fetch import fetch_envelope, publish_envelope
 from subnet.wire.header import Expected, Header, Signer
 from subnet.wire.payload import PayloadSpec, TensorSpec, spec_of
 from subnet.wire.reasons import Reason, Rejected
+from subnet.wire.schema import (
+    SCHEMAS,
+    CommitMeta,
+    FinalMark,
+    FinalMeta,
+    GradientMeta,
+    GrantMeta,
+    ManifestMeta,
+    Message,
+    ScoreReportMeta,
+    WeightsMeta,
+)
 
 __all__ = [
+    "SCHEMAS",
+    "CommitMeta",
+    "FinalMark",
+    "FinalMeta",
+    "GradientMeta",
+    "GrantMeta",
+    "ManifestMeta",
+    "Message",
+    "ScoreReportMeta",
+    "WeightsMeta",
     "Envelope",
     "Expected",
     "Header",

@@ -15,21 +15,12 @@ and proves nothing for anyone else's hotkey.
 from __future__ import annotations
 
 import hashlib
-import re
 
 COMMIT_DOMAIN = b"beam-commit-v1\x00"
-COMMIT_FIELD = "commit"  # the commit envelope's metadata key
 MAX_COMMIT_BYTES = 4096  # a commit envelope is ~450 bytes; anything larger is refused unread
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def commit_digest(run: str, lane: str, window: int, sender: str, payload_sha256: str) -> str:
     """Hex sha256 committing ``sender`` to the payload with ``payload_sha256`` for ``window``."""
     fields = "\x00".join((run, lane, str(int(window)), sender, payload_sha256))
     return hashlib.sha256(COMMIT_DOMAIN + fields.encode()).hexdigest()
-
-
-def parse_commit(metadata: dict[str, str]) -> str | None:
-    """The commit digest a commit envelope's metadata carries, or None if it is malformed."""
-    value = metadata.get(COMMIT_FIELD)
-    return value if isinstance(value, str) and _HEX64.match(value) else None

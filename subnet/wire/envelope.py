@@ -33,6 +33,7 @@ from subnet.wire.payload import (
     read_table,
 )
 from subnet.wire.reasons import Reason, Rejected
+from subnet.wire.schema import M, Message, NoMeta, parse_metadata
 
 MAGIC = b"BEAM"
 LAYOUT_VERSION = 1
@@ -46,7 +47,8 @@ SEAL_BYTES = _PREFIX.size + MAX_HEADER_BYTES + SIGNATURE_BYTES
 
 @dataclass(frozen=True)
 class Envelope:
-    """A verified envelope: its signed header, its tensors, and the payload's string metadata."""
+    """A verified envelope: its signed header, its tensors, the payload's string metadata as
+    signed, and that metadata parsed by its kind's schema (``meta``: what roles read)."""
 
     header: Header
     tensors: dict[str, torch.Tensor] = field(repr=False)
@@ -54,6 +56,13 @@ class Envelope:
     # The signed bytes (magic through header) and the signature, without the payload: proof,
     # to anyone with the sender's address, that the sender signed this header (``verify_seal``).
     seal: bytes = field(default=b"", repr=False)
+    meta: Message = field(default_factory=NoMeta)
+
+    def message(self, schema: type[M]) -> M:
+        """``meta`` as ``schema`` (the schema of the envelope's kind, ``subnet.wire.SCHEMAS``)."""
+        if not isinstance(self.meta, schema):
+            raise Rejected(Reason.WRONG_KIND, f"a {self.header.kind.value} is no {schema.__name__}")
+        return self.meta
 
 
 def encode_envelope(
@@ -67,8 +76,12 @@ def encode_envelope(
     metadata: Mapping[str, str] | None = None,
     version: int = PROTOCOL_VERSION,
     lane: str | None = None,
+    plan: str | None = None,
 ) -> bytes:
-    """Serialize `tensors` as safetensors, wrap them in a header, and sign it as `signer`."""
+    """Serialize `tensors` as safetensors, wrap them in a header, and sign it as `signer`.
+
+    `metadata` is the wire form of the kind's message (``subnet.wire.schema``: ``wire()``);
+    `plan` the run plan's digest the object was made under."""
     payload = encode_payload(tensors, metadata or {})
     header = Header(
         version=version,
@@ -78,6 +91,7 @@ def encode_envelope(
         window=window,
         sender=signer.ss58_address,
         base_version=base_version,
+        plan=plan,
         payload_bytes=len(payload),
         payload_sha256=hashlib.sha256(payload).hexdigest(),
     )
@@ -95,7 +109,8 @@ def verify_envelope(
     """Run every check, in order, and return the envelope; raise `Rejected` at the first failure.
 
     Order: size, structure, signature, header fields, payload size and digest, tensor table
-    against `spec` (skipped when None), then values (finiteness, sparse index ranges).
+    against `spec` (skipped when None), values (finiteness, sparse index ranges), then the
+    metadata against its kind's schema (``subnet.wire.schema``).
     """
     if len(blob) > max_bytes:
         raise Rejected(Reason.TOO_LARGE, f"{len(blob)} bytes > limit {max_bytes}")
@@ -112,7 +127,8 @@ def verify_envelope(
         check_table(table, spec)
     tensors = load_tensors(payload)
     check_values(tensors, spec)
-    return Envelope(header, tensors, metadata, blob[:seal_end])
+    meta = parse_metadata(header.kind, metadata, header.window)
+    return Envelope(header, tensors, metadata, blob[:seal_end], meta)
 
 
 def verify_seal(seal: bytes, expected: Expected) -> Header:
@@ -158,6 +174,8 @@ def check_header(header: Header, expected: Expected) -> None:
     ]
     if expected.base_version is not None:
         pairs.append((Reason.WRONG_BASE_VERSION, header.base_version, expected.base_version))
+    if expected.plan is not None:
+        pairs.append((Reason.WRONG_PLAN, header.plan, expected.plan))
     for reason, got, want in pairs:
         if got != want:
             raise Rejected(reason, f"got {_show(got)}, expected {_show(want)}")

@@ -25,6 +25,7 @@ def publish_envelope(
     base_version: int | None = None,
     metadata: Mapping[str, str] | None = None,
     lane: str | None = None,
+    plan: str | None = None,
 ) -> tuple[str, bool]:
     """Sign and write once under `object_key(...)`. Returns (key, False if it was already taken)."""
     blob = encode_envelope(
@@ -36,6 +37,7 @@ def publish_envelope(
         base_version=base_version,
         metadata=metadata,
         lane=lane,
+        plan=plan,
     )
     key = object_key(run, kind, window, signer.ss58_address, lane=lane)
     return key, store.put_if_absent(key, blob)

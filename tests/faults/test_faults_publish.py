@@ -24,7 +24,7 @@ from subnet.versions import (
     read_manifest,
     read_pointer,
 )
-from subnet.wire import Expected, publish_envelope, verify_envelope
+from subnet.wire import Expected, ScoreReportMeta, publish_envelope, verify_envelope
 
 RUN = "faults-run"
 HOLDER = Keypair.create_from_seed(bytes(range(32)))
@@ -135,7 +135,9 @@ def test_a_retried_report_or_upload_of_the_same_window_does_not_wedge(when: str)
     write-once key keeps one valid envelope and the retry returns normally."""
     store = MemoryStore()
     first, second = torch.tensor([0.5, 0.25]), torch.tensor([0.75, 0.0])
+    report = ScoreReportMeta(scores={VALIDATOR.ss58_address: 0.5}, digests={}).wire()
     fields = {"signer": VALIDATOR, "run": RUN, "kind": ObjectKind.SCORES, "window": 9}
+    fields |= {"metadata": report}
     with pytest.raises(Crash):
         publish_envelope(CrashingStore(store, 1, when), tensors={"scores": first}, **fields)  # type: ignore[arg-type]
     key, written = publish_envelope(store, tensors={"scores": second}, **fields)

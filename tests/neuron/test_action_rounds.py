@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from subnet.neuron.actions.rounds import FINAL_FIELD, FINAL_LANE, final_round, first_round
-from subnet.neuron.actions.signed import get_json, put_json
+from subnet.neuron.actions.rounds import FINAL_LANE, final_round, first_round
+from subnet.neuron.actions.signed import get_message, put_message
 from subnet.neuron.holder import ModelHolder
 from subnet.neuron.miner import Miner
 from subnet.storage.keys import ObjectKind
 from subnet.topology import Template
+from subnet.wire import FinalMark, FinalMeta
 
 
 def _step(window: int):
@@ -34,11 +35,12 @@ def test_loss_below_publishes_a_final_marker_every_member_obeys(world_with):
     lead.last_window = worker.last_window = 0
     assert not worker.finished()  # no marker yet
     # a marker from a member that does not decide is never read
-    put_json(world.runtimes["m2"], ObjectKind.RUN_FINAL, 0, FINAL_LANE, FINAL_FIELD, {"w": 0})
+    mark = FinalMeta(final=FinalMark(window=0, loss=0.0))
+    put_message(world.runtimes["m2"], ObjectKind.RUN_FINAL, 0, FINAL_LANE, mark)
     assert not worker.finished()
     assert lead.finished()  # held-out loss < 100: the lead stops and signs the marker
-    marker = get_json(worker.rt, lead.rt.hotkey, ObjectKind.RUN_FINAL, 0, FINAL_LANE, FINAL_FIELD)
-    assert marker["window"] == 0 and marker["loss"] < 100.0
+    marker = get_message(worker.rt, lead.rt.hotkey, ObjectKind.RUN_FINAL, 0, FINAL_LANE, FinalMeta)
+    assert marker.final.window == 0 and marker.final.loss < 100.0
     assert worker.finished()
     worker.last_window = 1  # the marker of the window before ours still stops us
     assert worker.finished()

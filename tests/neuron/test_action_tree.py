@@ -14,7 +14,7 @@ from subnet.neuron.holder import ModelHolder
 from subnet.neuron.miner import Miner
 from subnet.storage.keys import ObjectKind
 from subnet.topology import Template
-from subnet.wire import Expected, fetch_envelope
+from subnet.wire import Expected, GradientMeta, fetch_envelope
 
 
 def run_at(neuron, *ticks: int) -> int:
@@ -78,7 +78,7 @@ def test_fedavg_lead_merges_the_tree_mean_through_the_real_roles(world_with):
     expected = Expected(root.cfg.protocol.run, 0, ObjectKind.GRADIENT, root.hotkey,
                         lane="partials")  # fmt: skip
     partial = fetch_envelope(root.store, expected, None, max_bytes=1 << 30)
-    assert partial.metadata["members"] == "3"
+    assert partial.message(GradientMeta).members == 3 and partial.header.plan == root.plan.digest
     got = codec.decode(partial.tensors, shapes)
     assert all(torch.allclose(got[k], mean[k], atol=1e-6) for k in shapes)
 

@@ -73,7 +73,7 @@ def _copy_of(victim, copier) -> bytes:
     }
     return encode_envelope(signer=rt.signer, run=rt.cfg.protocol.run, kind=ObjectKind.GRADIENT,
                            window=0, tensors=env.tensors, base_version=0, metadata=meta,
-                           lane="grads")  # fmt: skip
+                           lane="grads", plan=rt.plan.digest)  # fmt: skip
 
 
 def _metadata(blob: bytes) -> dict[str, str]:
@@ -164,7 +164,7 @@ def test_bytes_switched_after_the_scoring_are_not_merged(roles) -> None:
     own = _metadata(m1.rt.store.get(_key(m1.rt, ObjectKind.GRADIENT, m1.rt.hotkey), 10**8))
     switched = encode_envelope(signer=m1.rt.signer, run=run, kind=ObjectKind.GRADIENT, window=0,
                                tensors=theirs.tensors, base_version=0, metadata=own,
-                               lane="grads")  # fmt: skip
+                               lane="grads", plan=m1.rt.plan.digest)  # fmt: skip
     m1.rt.store.put(_key(m1.rt, ObjectKind.GRADIENT, m1.rt.hotkey), switched)
     assert run_at(holder, 8) == 1
     uploads = [r for r in map(json.loads, holder.rt.metrics.path.read_text().splitlines())
@@ -278,24 +278,31 @@ def test_a_bucket_that_fails_now_and_then_is_read_again_and_one_that_keeps_faili
 
 
 def test_a_stalling_bucket_costs_only_its_own_sender(roles, world, monkeypatch) -> None:
-    import time
+    import threading
 
     from subnet.neuron.commits import CommitSnapshot
 
     holder, m1, m2, validator = roles
     assert run_at(m1, 0) == 0 and run_at(m2, 0) == 0
     real = world.stores["m2"].get
+    stalled, release, answered = threading.Event(), threading.Event(), []
 
     def stall(key: str, max_bytes: int) -> bytes:
         if "gradient-commit" in key:
-            time.sleep(1.0)  # past the poll's budget: the others' reads do not wait for it
+            stalled.set()
+            release.wait(600)  # until the test lets go: far past the poll's budget
+            answered.append(key)
         return real(key, max_bytes)
 
     monkeypatch.setattr(world.stores["m2"], "get", stall)
-    validator.snapshot = CommitSnapshot(budget_s=0.2)
-    started = time.monotonic()
-    assert run_at(validator, 3, 4) == 0
-    assert time.monotonic() - started < 1.5  # two polls, neither held by the stall
+    # m1's read gets half a second per poll, however busy the machine; m2's never returns.
+    validator.snapshot = CommitSnapshot(budget_s=0.5)
+    try:
+        assert run_at(validator, 3, 4) == 0
+        # Both polls came back while m2's read still hangs: neither waited for it.
+        assert stalled.is_set() and not answered
+    finally:
+        release.set()
     snapshot = validator.snapshot.of(0)
     assert snapshot.complete and set(snapshot.digests) == {m1.rt.hotkey}
     assert run_at(m1, 6) == 1 and run_at(m2, 6) == 1

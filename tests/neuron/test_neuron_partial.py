@@ -54,13 +54,12 @@ def send(world, name, receipt_ids, samples=None):
     rt, _, compressor, params = world
     signer = Keypair.create_from_uri(f"//{name}")
     store = MemoryStore(name)
-    meta = {"receipt": sample_receipt(receipt_ids), "tokens": "128",
-            "plan": rt.plan.digest}  # fmt: skip
+    meta = {"receipt": sample_receipt(receipt_ids), "tokens": "128"}
     if samples is not None:
         meta["samples"] = str(samples)
     publish_envelope(store, signer=signer, run=rt.cfg.protocol.run, kind=ObjectKind.GRADIENT,
                      window=WINDOW, tensors=compressor.encode({k: v * 0.01 for k, v in params.items()}),
-                     base_version=VERSION, metadata=meta)  # fmt: skip
+                     base_version=VERSION, metadata=meta, plan=rt.plan.digest)  # fmt: skip
     rt.readers.stores[signer.ss58_address] = store
     return signer.ss58_address
 

@@ -21,6 +21,7 @@ from subnet.neuron.holder import MergeResult, ModelHolder
 from subnet.neuron.miner import Miner, Upload
 from subnet.neuron.validator import ScoreReport, Validator
 from subnet.storage.keys import ObjectKind, object_key
+from subnet.wire import envelope_header
 
 
 def run_at(neuron, *ticks: int) -> int:
@@ -52,7 +53,9 @@ def test_one_window_flows_through_every_role(world, monkeypatch):
     assert run_at(validator, 4) == 0  # read the commits on the deadline tick; waits for reveals
     for miner in miners:
         upload = results[miner.rt.hotkey]
-        assert isinstance(upload, Upload) and upload.metadata["plan"] == miner.rt.plan.digest
+        assert isinstance(upload, Upload) and miner.sealed["grads"].window == 0
+        header = envelope_header(miner.sealed["grads"].blob)
+        assert header.plan == miner.rt.plan.digest  # the plan travels in the signed header
         assert upload.key == object_key(run_key, ObjectKind.GRADIENT, 0, miner.rt.hotkey,
                                         lane="grads")  # fmt: skip
         store = world.stores[_name(world, miner.rt.hotkey)]

@@ -54,14 +54,15 @@ def world():
     return rt, shapes, compressor, params
 
 
-def upload(rt, name, compressor, params, **meta_overrides):
+def upload(rt, name, compressor, params, plan=None, **meta_overrides):
     signer = Keypair.create_from_uri(f"//{name}")
     store = MemoryStore(name)
     payload = compressor.encode({k: v * 0.01 for k, v in params.items()})
     metadata = {"receipt": sample_receipt(assigned(signer.ss58_address)), "tokens": "1024",
-                "plan": rt.plan.digest, **meta_overrides}  # fmt: skip
+                **meta_overrides}  # fmt: skip
     publish_envelope(store, signer=signer, run=rt.cfg.protocol.run, kind=ObjectKind.GRADIENT,
-                     window=WINDOW, tensors=payload, base_version=VERSION, metadata=metadata)  # fmt: skip
+                     window=WINDOW, tensors=payload, base_version=VERSION, metadata=metadata,
+                     plan=plan or rt.plan.digest)  # fmt: skip
     rt.readers.stores[signer.ss58_address] = store
     return signer.ss58_address
 
@@ -102,11 +103,10 @@ def test_an_upload_on_another_lane_is_not_read_as_this_lanes(world):
     rt, shapes, compressor, params = world
     signer = Keypair.create_from_uri("//elsewhere")
     store = MemoryStore("elsewhere")
-    metadata = {"receipt": sample_receipt(assigned(signer.ss58_address)), "tokens": "1",
-                "plan": rt.plan.digest}  # fmt: skip
+    metadata = {"receipt": sample_receipt(assigned(signer.ss58_address)), "tokens": "1"}
     publish_envelope(store, signer=signer, run=rt.cfg.protocol.run, kind=ObjectKind.GRADIENT,
                      window=WINDOW, tensors=compressor.encode(params), base_version=VERSION,
-                     metadata=metadata, lane="grads-b")  # fmt: skip
+                     metadata=metadata, lane="grads-b", plan=rt.plan.digest)  # fmt: skip
     rt.readers.stores[signer.ss58_address] = store
     kw = {"base_version": VERSION, "compressor": compressor, "shapes": shapes,
           "assigned": assigned}  # fmt: skip

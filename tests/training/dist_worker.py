@@ -3,7 +3,11 @@
 Rank 0 trains two windows of the `tiny` preset through `Trainer`, computes the pseudo-gradient and
 the SparseLoCo upload with error feedback exactly as the miner does, and saves them; other ranks
 serve. ``--die R`` simulates a crash (exit without a word): rank R > 0 right after joining, rank 0
-after its first window.
+after its first window. Without ``WORLD_SIZE`` in the environment it trains alone, as one rank.
+
+The kernel path is the process's own: ``ATEN_CPU_CAPABILITY`` and ``MKL_ENABLE_INSTRUCTIONS`` in
+its environment, and ``--threads``. The tests and ``scripts/bench.py numerics`` start it on other
+paths than the reference's, so a tolerance measured on one path only fails on every machine.
 """
 
 from __future__ import annotations
@@ -32,10 +36,21 @@ def window_batches(window: int, vocab: int) -> list[tuple[torch.Tensor, torch.Te
     return [(s[:, :-1], s[:, 1:]) for s in seqs]
 
 
+def codec_input(ef: ErrorFeedback, delta: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """What ``ef.compress`` is about to encode: ``decay * residual + delta`` (the same float ops)."""
+    out = {}
+    for name, value in delta.items():
+        previous = ef.buffers.get(name)
+        value = value.detach().float()
+        out[name] = value.clone() if previous is None else previous.mul(ef.decay).add_(value)
+    return out
+
+
 def train_windows(
     trainer: Trainer, windows: int = 2, die_after: int = -1, device: str = "cpu"
 ) -> dict[str, object]:
-    """What a miner would upload for each window (payload tensors), plus the raw deltas."""
+    """What a miner would upload for each window (payload tensors), plus the raw deltas and the
+    codec's inputs (delta plus error feedback)."""
     from subnet.model import build_model
     from subnet.training import load_parameters
 
@@ -48,6 +63,7 @@ def train_windows(
         start = snapshot(model)
         result = trainer.train(model, window_batches(w, model.config.vocab_size), INNER, optimizer)
         delta = pseudo_gradient(start, model)
+        out[f"input{w}"] = codec_input(ef, delta)
         payload, _ = ef.compress(compressor, delta)
         out[f"delta{w}"], out[f"payload{w}"], out[f"loss{w}"] = delta, payload, result.mean_loss
         out[f"tokens{w}"] = result.tokens
@@ -65,10 +81,14 @@ def main() -> int:
     parser.add_argument("--die", type=int, default=-1, help="this rank crashes (see above)")
     parser.add_argument("--timeout", type=float, default=30.0)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     logger.remove()
     logger.add(sys.stderr, format="{message}")
+    if "WORLD_SIZE" not in os.environ:  # one rank, no process group
+        torch.save(train_windows(Trainer(), device=args.device), args.out)
+        return 0
     config = ParallelConfig(mode=args.mode, timeout_s=args.timeout, idle_timeout_s=args.timeout)
     try:
         with launch(config, args.device, INNER.micro_batch) as group:

@@ -10,12 +10,13 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
 
+from subnet.compression import CompressionConfig, build_compressor
+from subnet.compression.agreement import agreement
 from subnet.config import ConfigError
 from subnet.training.distributed import launch
 from subnet.training.parallel import ParallelConfig
@@ -26,6 +27,9 @@ from dist_worker import train_windows  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).with_name("dist_worker.py")
+#: A kernel path other than this process's best: ATen's generic kernels, MKL without AVX-512.
+OTHER_PATH = {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
+ERROR_FEEDBACK = CompressionConfig().ef_decay
 
 
 def _free_port() -> int:
@@ -34,8 +38,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _run_ranks(tmp_path: Path, *args: str, world: int = 2) -> list[subprocess.CompletedProcess]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "MASTER_ADDR": "127.0.0.1",
+def _run_ranks(
+    tmp_path: Path, *args: str, world: int = 2, env: dict[str, str] | None = None
+) -> list[subprocess.CompletedProcess]:
+    env = {**os.environ, **(env or {}), "PYTHONPATH": str(ROOT), "MASTER_ADDR": "127.0.0.1",
            "MASTER_PORT": str(_free_port()), "WORLD_SIZE": str(world)}  # fmt: skip
     procs = [
         subprocess.Popen(
@@ -60,41 +66,52 @@ def one_rank() -> dict:
     return train_windows(Trainer())
 
 
+def _norm(tensors: dict[str, torch.Tensor]) -> float:
+    return sum(float(t.double().pow(2).sum()) for t in tensors.values()) ** 0.5
+
+
 @pytest.mark.parametrize("mode", ["ddp", "fsdp"])
 def test_two_rank_upload_matches_one_rank(tmp_path: Path, one_rank: dict, mode: str) -> None:
-    ranks = _run_ranks(tmp_path, "--mode", mode)
+    # The ranks run on another kernel path than this process (the reference): generic ATen
+    # kernels, MKL limited to AVX2, two threads. Tolerances: docs/benchmarks.md, "Numerics
+    # across kernel paths" (`scripts/bench.py numerics`).
+    ranks = _run_ranks(tmp_path, "--mode", mode, "--threads", "2", env=OTHER_PATH)
     assert [r.returncode for r in ranks] == [0, 0], (
         ranks[0].stderr[-2000:] + ranks[1].stderr[-2000:]
     )
     two = torch.load(tmp_path / "out.pt")
+    codec = build_compressor(CompressionConfig())
+    residual: dict[str, torch.Tensor] = {}  # the two-rank miner's error feedback
     for w in range(2):  # the second window also checks that AdamW state carried over
         d1, d2 = one_rank[f"delta{w}"], two[f"delta{w}"]
-        diff = sum(((d1[k] - d2[k]) ** 2).sum() for k in d1) ** 0.5
-        norm = sum((d1[k] ** 2).sum() for k in d1) ** 0.5
-        # Only the order of floating-point sums differs (measured ~6e-6 relative).
-        assert diff / norm < 1e-4
+        # Only the order of floating-point sums differs: measured <= 4.1e-5 over the paths.
+        assert _norm({k: d1[k] - d2[k] for k in d1}) / _norm(d1) < 1e-4
         assert two[f"tokens{w}"] == one_rank[f"tokens{w}"]
-        assert abs(two[f"loss{w}"] - one_rank[f"loss{w}"]) < 1e-5
-        p1, p2 = one_rank[f"payload{w}"], two[f"payload{w}"]
-        assert p1.keys() == p2.keys()
-        for key in p1:
-            if key == "cb" or key.endswith("::cb"):  # SparseLoCo's codebooks: fp32 values
-                assert torch.allclose(p1[key], p2[key], rtol=1e-5, atol=1e-9), key
-            else:  # which coordinates are sent, and their 2-bit codes: identical
-                assert torch.equal(p1[key], p2[key]), key
+        assert abs(two[f"loss{w}"] - one_rank[f"loss{w}"]) < 1e-5  # measured <= 6.4e-7
+        # The upload is compared in the codec's input domain: the one-rank pseudo-gradient
+        # plus the two-rank miner's own error feedback (its residual is its own state: the
+        # payloads may differ at near-ties, and so may what they leave behind). Inputs within
+        # 1e-4 (L2, as the pseudo-gradients); the distance the payloads force: <= 7.3e-8.
+        reference = {k: residual[k].mul(ERROR_FEEDBACK) + d1[k] if residual else d1[k] for k in d1}
+        got = agreement(codec, two[f"payload{w}"], reference, rtol=1e-4)
+        assert got.ok, got
+        shapes = {k: tuple(t.shape) for k, t in d2.items()}
+        decoded = codec.decode(two[f"payload{w}"], shapes)
+        residual = {k: two[f"input{w}"][k] - decoded[k] for k in d2}
 
 
 @pytest.mark.parametrize(("dead", "survivor"), [(1, 0), (0, 1)])
 def test_a_dead_rank_stops_the_other_with_one_line(
     tmp_path: Path, dead: int, survivor: int
 ) -> None:
-    started = time.monotonic()
-    ranks = _run_ranks(tmp_path, "--die", str(dead), "--timeout", "60")
-    assert time.monotonic() - started < 120  # the gloo error arrives at once, not at the timeout
+    ranks = _run_ranks(tmp_path, "--die", str(dead), "--timeout", "600")
     assert ranks[dead].returncode == 3
     assert ranks[survivor].returncode == 1
     ours = [line for line in ranks[survivor].stderr.splitlines() if "stopped answering" in line]
     assert len(ours) == 1, ranks[survivor].stderr
+    # The survivor heard of the death from the closed connection, not from the (here 10-minute)
+    # timeout, which would also outlast _run_ranks's wait.
+    assert "closed by peer" in ours[0] or "reset by peer" in ours[0], ours[0]
     assert "Traceback" not in ranks[survivor].stderr
 
 

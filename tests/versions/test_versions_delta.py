@@ -96,6 +96,54 @@ def test_peer_rebuilds_the_holders_weights_bit_for_bit(holder: Keypair) -> None:
     assert not any("/checkpoint/" in key for key in store.gets)
 
 
+# A peer's CPU may run other kernels than the holder's: ATen's generic ones, MKL without AVX-512.
+OTHER_PATHS = [
+    {"ATEN_CPU_CAPABILITY": "default"},
+    {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+]
+REBUILD = """
+import sys, torch
+from subnet.compression import CompressionConfig, state_digest
+from subnet.versions.delta import SparseDelta, apply_delta, decode_delta
+saved = torch.load(sys.argv[1])
+state = saved["state"]
+for codec, payload in saved["deltas"]:
+    delta = SparseDelta(CompressionConfig.model_validate(codec), payload)
+    state = apply_delta(state, decode_delta(delta, {k: tuple(v.shape) for k, v in state.items()}))
+print(state_digest(state).hex())
+"""
+
+
+@pytest.mark.parametrize("env", OTHER_PATHS, ids=["aten-default", "aten-default-mkl-avx2"])
+def test_a_peer_on_another_kernel_path_rebuilds_the_same_bits(
+    holder: Keypair, tmp_path, env: dict[str, str]
+) -> None:
+    """The digest is checked bit for bit, so the rebuild must not depend on the peer's CPU: run
+    it in a process on another kernel path than the holder's (this one)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    publisher = VersionPublisher(MemoryStore(), holder, RUN, checkpoint_every=10)
+    state0 = model_state(build_model("tiny", seed=0))
+    deltas = _history(publisher, 3, budget=4)
+    torch.save(
+        {"state": state0, "deltas": [(d.codec.model_dump(), d.payload) for d in deltas]},
+        tmp_path / "history.pt",
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", REBUILD, str(tmp_path / "history.pt")],
+        env={**os.environ, **env, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == state_digest(publisher.latest_state).hex()
+
+
 def test_delta_is_one_uploads_size_whatever_the_number_of_uploads() -> None:
     """Eight uploads merge to a union ~8x one support; the delta keeps one upload's budget."""
     codec = CompressionConfig(name="sparseloco", topk=8, chunk=16)  # fixed-size payloads

@@ -54,6 +54,16 @@ class SimChain:
         self.entropy = str(state.get_kv("entropy"))
         self.unanswered: Counter[str] = Counter()
 
+    def set_block_time(self, seconds: float) -> float:
+        """Make blocks every ``seconds`` from the next one on (a local run stretches its windows
+        this way when its neurons need longer); ValueError on a chain whose blocks are manual."""
+        if self.block_time <= 0:
+            raise ValueError("this chain makes blocks only when asked (block time 0)")
+        if not 0 < seconds <= 600:
+            raise ValueError(f"block time must lie in (0, 600] s, not {seconds}")
+        self.block_time = seconds
+        return seconds
+
     # Reads ---------------------------------------------------------------------------------
 
     def block_hash(self, number: int) -> str:

@@ -47,6 +47,7 @@ def _dispatch(chain: SimChain, method: str, p: dict[str, Any]) -> Any:
         "admin_set_hparams": lambda: chain.set_hparams(int(p["netuid"]), p["hparams"]),
         "admin_fund": lambda: chain.fund(p["coldkey"], int(p["rao"])),
         "admin_step": lambda: chain.step(int(p.get("blocks", 1))),
+        "admin_set_block_time": lambda: chain.set_block_time(float(p["seconds"])),
         "admin_refresh_permits": lambda: chain.refresh_permits(int(p["netuid"])),
         "admin_stats": lambda: {"unanswered": dict(chain.unanswered), "block": chain.state.block},
     }

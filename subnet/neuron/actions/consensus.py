@@ -19,11 +19,10 @@ from loguru import logger
 
 from ...scoring import merge_weights
 from ...storage.keys import ObjectKind
+from ...wire import WeightsMeta
 from ..steps import Step
 from .presence import objects_present
-from .signed import put_json
-
-WEIGHTS_FIELD = "scores"  # the holder parses a weights object like a score report
+from .signed import put_message
 
 
 def median_weights(
@@ -57,7 +56,8 @@ def consensus(holder: Any, step: Step) -> Consensus:
     trusted = holder.trusted()
     reports = holder._reports(step.window, trusted)
     weights = median_weights(reports, trusted)
-    key = put_json(holder.rt, ObjectKind.WEIGHTS, step.window, step.lane, WEIGHTS_FIELD, weights)
+    message = WeightsMeta(scores=weights)  # the holder reads it like a report's scores
+    key = put_message(holder.rt, ObjectKind.WEIGHTS, step.window, step.lane, message)
     holder.rt.metrics.log("consensus", window=step.window, weights=weights,
                           validators=sorted(reports))  # fmt: skip
     logger.info("window {}: consensus of {} reports over {} miners", step.window, len(reports),

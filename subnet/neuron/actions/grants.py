@@ -20,11 +20,10 @@ from typing import Any
 from loguru import logger
 
 from ...storage.keys import ObjectKind
+from ...wire import GrantMeta
 from ..steps import Step
 from .presence import objects_present
-from .signed import get_json, lane_of_kind, put_json
-
-GRANT_FIELD = "grants"
+from .signed import get_message, lane_of_kind, put_message
 
 
 def unit_samples(rt: Any) -> int:
@@ -56,12 +55,11 @@ def grants_for(rt: Any, window: int) -> dict[str, list[int]]:
     for grantor in rt.writers(lane):
         if not rt.roster.may(grantor, "data.grant"):
             continue  # a grant is an authority: only data.grant holders have it
-        got = get_json(rt, grantor, ObjectKind.DATA_GRANT, window, lane, GRANT_FIELD)
-        if not isinstance(got, dict):
-            continue
-        for hotkey, units in sorted(got.items()):
-            if isinstance(units, list) and all(isinstance(u, int) and u >= 0 for u in units):
-                out.setdefault(hotkey, units)
+        got = get_message(rt, grantor, ObjectKind.DATA_GRANT, window, lane, GrantMeta)
+        if got is None:
+            continue  # absent, or refused whole (``bad_grant``): that grantor's loss
+        for hotkey, units in sorted(got.grants.items()):
+            out.setdefault(hotkey, list(units))
     return out
 
 
@@ -141,6 +139,7 @@ def grant_data(holder: Any, step: Step) -> Grant:
     units = int(step.params.get("units", 1))
     total = holder.data.split_samples("train") // unit_samples(rt)
     grants = allocate(members, units, step.window + 1, total)
-    key = put_json(rt, ObjectKind.DATA_GRANT, step.window + 1, step.lane, GRANT_FIELD, grants)
+    message = GrantMeta(grants={hk: tuple(u) for hk, u in grants.items()})
+    key = put_message(rt, ObjectKind.DATA_GRANT, step.window + 1, step.lane, message)
     rt.metrics.log("grant", window=step.window + 1, units=grants)
     return Grant(step.window + 1, grants, key)

@@ -17,11 +17,12 @@ from typing import Any
 import torch
 from loguru import logger
 
-from ...storage.base import ObjectNotFound, StorageError
+from ...storage.base import StorageError
 from ...storage.keys import ObjectKind, object_key
 from ...training import load_parameters, snapshot
-from ...wire import Expected, Rejected, fetch_envelope, publish_envelope
+from ...wire import Expected, Reason, Rejected, fetch_envelope, publish_envelope
 from ..steps import Step
+from .presence import present
 
 State = Mapping[str, torch.Tensor]
 
@@ -49,7 +50,7 @@ def publish_model(miner: Any, window: int, upload: Any, lane: str | None = None)
     key, _ = publish_envelope(
         rt.store, signer=rt.signer, run=rt.cfg.protocol.run, kind=ObjectKind.CHECKPOINT,
         window=window, tensors=trained_state(miner), base_version=miner.replica.version,
-        metadata=upload.metadata, lane=lane,
+        metadata=upload.metadata, lane=lane, plan=rt.plan.digest,
     )  # fmt: skip
     upload.key = key
     logger.info("published model for window {} on {}", window, lane)
@@ -57,20 +58,28 @@ def publish_model(miner: Any, window: int, upload: Any, lane: str | None = None)
 
 def fetch_model(rt: Any, hotkey: str, window: int, lane: str,
                 shapes: Mapping[str, tuple[int, ...]], max_bytes: int) -> dict[str, torch.Tensor]:  # fmt: skip
-    """``hotkey``'s verified model for ``window`` on ``lane`` (Rejected if its shapes differ)."""
+    """``hotkey``'s verified model for ``window`` on ``lane``: ``Rejected`` if it is not one
+    (another plan, shapes that differ, values not finite), ``StorageError`` if it is absent."""
     reader = rt.reader(hotkey)
     if reader is None:
-        raise ValueError(f"no readable bucket for {hotkey}")
-    expected = Expected(rt.cfg.protocol.run, window, ObjectKind.CHECKPOINT, hotkey, lane=lane)
-    envelope = fetch_envelope(reader, expected, None, max_bytes=max_bytes)
-    if envelope.metadata.get("plan") != rt.plan.digest:
-        raise ValueError("model made under another run plan")
+        raise Rejected(Reason.NO_BUCKET, f"no readable bucket for {hotkey}")
+    expected = Expected(rt.cfg.protocol.run, window, ObjectKind.CHECKPOINT, hotkey, lane=lane,
+                        plan=rt.plan.digest)  # fmt: skip
+    envelope = fetch_envelope(reader, expected, None, max_bytes=max_bytes)  # finite floats
     tensors = dict(envelope.tensors)
-    if {k: tuple(v.shape) for k, v in tensors.items()} != dict(shapes) or not all(
-        bool(t.isfinite().all()) for t in tensors.values()
-    ):
-        raise ValueError("model of the wrong shape or not finite")
+    if {k: tuple(v.shape) for k, v in tensors.items()} != dict(shapes):
+        raise Rejected(Reason.SHAPE_MISMATCH, "a model of other names or shapes")
+    if not all(t.is_floating_point() for t in tensors.values()):
+        raise Rejected(Reason.DTYPE_MISMATCH, "a model of integer tensors")
     return {k: t.float() for k, t in tensors.items()}
+
+
+def unusable(window: int, which: str, hotkey: str, error: Exception) -> None:
+    """Log a peer's model that cannot be used (a traceback when the failure is unforeseen)."""
+    known = isinstance(error, (StorageError, Rejected))
+    log = logger if known else logger.opt(exception=error)
+    why = error.reason if isinstance(error, Rejected) else error
+    log.warning("window {}: {} model of {} unusable ({})", window, which, hotkey[:8], why)
 
 
 def ring_lane(rt: Any, step: Step) -> str:
@@ -83,12 +92,8 @@ def predecessor_in(neuron: Any, step: Step) -> bool:
     rt = neuron.rt
     lane = ring_lane(rt, step)
     pred = predecessor(rt.writers(lane), rt.hotkey)
-    reader = rt.reader(pred)
     key = object_key(rt.cfg.protocol.run, ObjectKind.CHECKPOINT, step.window, pred, lane=lane)
-    try:
-        return reader is not None and reader.head(key) is not None
-    except ObjectNotFound:
-        return False
+    return present(rt.reader(pred), key)
 
 
 @dataclass
@@ -110,9 +115,8 @@ def mix(miner: Any, step: Step) -> Mixed:
     shapes = {k: tuple(v.shape) for k, v in own.items()}
     try:
         other = fetch_model(rt, pred, window, lane, shapes, miner.replica.max_bytes)
-    except (StorageError, Rejected, ValueError) as error:
-        logger.warning("window {}: predecessor {} model unusable ({}); keeping ours", window,
-                       pred[:8], error)  # fmt: skip
+    except Exception as error:  # noqa: BLE001 - the predecessor's failure, never our round
+        unusable(window, "predecessor", pred, error)
         other, weight = own, 0.0
     miner.replica.state = mix_states(own, other, weight)
     load_parameters(miner.replica.model, miner.replica.state)
@@ -134,9 +138,8 @@ def final_merge(holder: Any, step: Step) -> Any:
         for hotkey in rt.writers(lane):
             try:
                 models[hotkey] = fetch_model(rt, hotkey, window, lane, shapes, 1 << 31)
-            except (StorageError, Rejected, ValueError) as error:
-                logger.warning("window {}: final model of {} unusable: {}", window, hotkey[:8],
-                               error)  # fmt: skip
+            except Exception as error:  # noqa: BLE001 - that worker's model, not the merge
+                unusable(window, "final", hotkey, error)
     points = getattr(holder, "points", None)
     models |= points.final_models() if points is not None else {}
     if not models:

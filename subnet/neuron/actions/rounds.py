@@ -17,11 +17,11 @@ from loguru import logger
 
 from ...model import evaluate_loss
 from ...storage.keys import ObjectKind
+from ...wire import FinalMark, FinalMeta
 from ..steps import Step
-from .signed import get_json, put_json
+from .signed import get_message, put_message
 
 FINAL_LANE = "final"
-FINAL_FIELD = "final"
 
 
 def last_round(plan: Any) -> int | None:
@@ -68,11 +68,11 @@ def loss_below(neuron: Any, table: Mapping[str, Any]) -> bool:
         loss = own_loss(neuron)
         if loss is None or loss >= float(table["threshold"]):
             return False
-        put_json(rt, ObjectKind.RUN_FINAL, window, FINAL_LANE, FINAL_FIELD,
-                 {"window": window, "loss": loss})  # fmt: skip
+        mark = FinalMeta(final=FinalMark(window=window, loss=loss))
+        put_message(rt, ObjectKind.RUN_FINAL, window, FINAL_LANE, mark)
         logger.info("loss {:.4f} below {}: final marker for window {} published", loss,
                     table["threshold"], window)  # fmt: skip
         return True
     # The marker for the window before ours is enough: the decider merges after our last step.
-    return any(get_json(rt, by, ObjectKind.RUN_FINAL, w, FINAL_LANE, FINAL_FIELD) is not None
+    return any(get_message(rt, by, ObjectKind.RUN_FINAL, w, FINAL_LANE, FinalMeta) is not None
                for w in (window, window - 1) if w >= 0)  # fmt: skip

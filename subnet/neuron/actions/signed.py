@@ -1,57 +1,62 @@
 """Small signed objects on a plan lane: data grants, consensus weights, the final marker.
 
-Each is an envelope whose metadata carries JSON and the plan digest; a reader verifies the
-signature, run, lane, window and sender, and refuses one made under another plan.
+Each is an envelope whose metadata is its kind's message (``subnet.wire.schema``: ``GrantMeta``,
+``WeightsMeta``, ``FinalMeta``) and whose signed header names the plan; a reader verifies the
+signature, run, lane, window, sender and plan, and gets the message parsed, or nothing.
 """
 
 from __future__ import annotations
-
-import json
-from typing import Any
 
 import torch
 from loguru import logger
 
 from ...storage.base import StorageError
 from ...storage.keys import ObjectKind
-from ...wire import Expected, Rejected, fetch_envelope, publish_envelope
+from ...wire import Expected, Message, Rejected, fetch_envelope, publish_envelope
+from ...wire.schema import M
 from ..runtime import Runtime
 
 SMALL_MAX_BYTES = 1024 * 1024  # a grant or a weight vector is a few kilobytes
 
 
-def put_json(rt: Runtime, kind: ObjectKind, window: int, lane: str | None, field: str,
-             value: Any) -> str:  # fmt: skip
-    """Sign and write ``value`` (JSON) once as ``field`` of our object; returns its key."""
+def put_message(
+    rt: Runtime, kind: ObjectKind, window: int, lane: str | None, message: Message
+) -> str:
+    """Sign and write ``message`` once as our object of ``kind``; returns its key."""
     key, _ = publish_envelope(
-        rt.store, signer=rt.signer, run=rt.cfg.protocol.run, kind=kind, window=window,
-        tensors={"none": torch.zeros(1)}, lane=lane,
-        metadata={field: json.dumps(value, sort_keys=True), "plan": rt.plan.digest},
-    )  # fmt: skip
+        rt.store,
+        signer=rt.signer,
+        run=rt.cfg.protocol.run,
+        kind=kind,
+        window=window,
+        tensors={"none": torch.zeros(1)},
+        lane=lane,
+        metadata=message.wire(),
+        plan=rt.plan.digest,
+    )
     return key
 
 
-def get_json(rt: Runtime, sender: str, kind: ObjectKind, window: int, lane: str | None,
-             field: str) -> Any | None:  # fmt: skip
-    """``sender``'s verified ``field`` for ``window``, or None when absent or unusable."""
+def get_message(
+    rt: Runtime, sender: str, kind: ObjectKind, window: int, lane: str | None, schema: type[M]
+) -> M | None:
+    """``sender``'s verified message for ``window``, or None when absent or refused (a refusal
+    of any kind, an unforeseen one too, costs that sender its message, never the reader)."""
     reader = rt.reader(sender)
     if reader is None:
         return None
-    expected = Expected(rt.cfg.protocol.run, window, kind, sender, lane=lane)
+    expected = Expected(rt.cfg.protocol.run, window, kind, sender, lane=lane, plan=rt.plan.digest)
     try:
-        envelope = fetch_envelope(reader, expected, None, max_bytes=SMALL_MAX_BYTES)
+        return fetch_envelope(reader, expected, None, max_bytes=SMALL_MAX_BYTES).message(schema)
     except StorageError:
         return None  # absent (or unreachable) yet: the caller asks again later
     except Rejected as error:
         logger.info("{} of {} for window {} refused: {}", kind.value, sender[:8], window, error)
-        return None
-    if envelope.metadata.get("plan") != rt.plan.digest:
-        logger.info("{} of {} made under another plan", kind.value, sender[:8])
-        return None
-    try:
-        return json.loads(envelope.metadata.get(field, ""))
-    except ValueError:
-        return None
+    except Exception as error:  # noqa: BLE001 - a hostile bucket or object: that sender's loss
+        logger.opt(exception=error).warning(
+            "{} of {} for window {} unreadable", kind.value, sender[:8], window
+        )
+    return None
 
 
 def lane_of_kind(rt: Runtime, kind: ObjectKind) -> str | None:

@@ -19,10 +19,10 @@ from loguru import logger
 
 from ...storage.keys import ObjectKind
 from ...versions import SyncError
-from ...wire import publish_envelope
+from ...wire import GradientMeta, Reason, publish_envelope
 from ..rules import DATA_RULES, samples_per_window
 from ..steps import Step
-from ..uploads import collect_uploads
+from ..uploads import Received, collect_uploads
 from .presence import objects_present
 
 Delta = Mapping[str, torch.Tensor]
@@ -95,7 +95,10 @@ class Partial:
 
 
 def reduce(miner: Any, step: Step) -> Partial:
-    """Action: combine this window's own update with the tree children's partials; send it up."""
+    """Action: combine this window's own update with the tree children's partials; send it up.
+
+    A child whose partial cannot be read, is refused, or fails while it is combined (any
+    exception) is left out with its subtree, logged with its reason; the others still go up."""
     rt, window = miner.rt, step.window
     own = getattr(miner, "trained", None)
     if own is None or getattr(miner, "trained_window", None) != window:
@@ -105,8 +108,9 @@ def reduce(miner: Any, step: Step) -> Partial:
     index = workers.index(rt.hotkey)
     shapes = {k: tuple(v.shape) for k, v in miner.replica.state.items()}
     per_member = samples_per_window(rt)
+    mine = GradientMeta.parse(own.metadata, window=window)
     parts: list[tuple[Delta, float]] = [(miner.compressor.decode(own.payload, shapes), 1.0)]
-    losses = [(float(own.metadata.get("loss", "nan")), 1.0)]
+    losses = [] if mine.loss is None else [(mine.loss, 1.0)]
     kids = [workers[c] for c in tree_children(index, len(workers), fanout)]
     got = collect_uploads(rt, window, kids, base_version=miner.replica.version,
                           compressor=miner.compressor, shapes=shapes,
@@ -115,27 +119,39 @@ def reduce(miner: Any, step: Step) -> Partial:
     covered: dict[str, int] = {}
     for hotkey, upload in sorted(got.accepted.items()):
         cap = subtree_size(workers.index(hotkey), len(workers), fanout)
-        claim = upload.metadata.get("members", "1")
-        members = min(cap, int(claim)) if claim.isdigit() and int(claim) > 0 else 1
+        try:
+            part, members = child_part(upload, cap)
+        except Exception as error:  # noqa: BLE001 - that child's partial, not our reduce
+            logger.opt(exception=error).warning("window {}: child {} failed", window, hotkey[:8])
+            got.rejected[hotkey] = Reason.UNREADABLE
+            continue
         covered[hotkey] = members
-        parts.append((upload.decode(), float(members)))
-        losses.append((float(upload.metadata.get("loss", "nan")), float(members)))
-    for hotkey in sorted(set(kids) - set(got.accepted)):
-        logger.warning("window {}: no usable partial from child {}; its subtree is left out",
-                       window, hotkey[:8])  # fmt: skip
+        parts.append(part)
+        if upload.meta.loss is not None:
+            losses.append((upload.meta.loss, float(members)))
+    for hotkey in sorted(set(kids) - set(covered)):
+        logger.warning("window {}: no usable partial from child {} ({}); its subtree is left "
+                       "out", window, hotkey[:8], got.rejected.get(hotkey, "missing"))  # fmt: skip
     mean = combine(parts)
     members = 1 + sum(covered.values())
-    loss = sum(v * w for v, w in losses) / sum(w for _, w in losses)
-    metadata = {**own.metadata, "members": str(members), "loss": f"{loss:.6f}",
-                "subtree_samples": str(members * per_member)}  # fmt: skip
+    loss = sum(v * w for v, w in losses) / sum(w for _, w in losses) if losses else None
+    update = {"members": members, "subtree_samples": members * per_member, "loss": loss}
+    sent = mine.model_copy(update=update)
     key, _ = publish_envelope(
         rt.store, signer=rt.signer, run=rt.cfg.protocol.run, kind=ObjectKind.GRADIENT,
         window=window, tensors=miner.compressor.encode(mean), base_version=miner.replica.version,
-        metadata=metadata, lane=lane,
+        metadata=sent.wire(), lane=lane, plan=rt.plan.digest,
     )  # fmt: skip
     rt.metrics.log("reduce", window=window, members=members, children=covered, loss=loss)
     logger.info("window {}: reduced {} members' updates, sent up on {}", window, members, lane)
     return Partial(window, members, covered, key)
+
+
+def child_part(upload: Received, cap: int) -> tuple[tuple[Delta, float], int]:
+    """A child's ``(decoded partial, weight)`` and the members it covers: its signed
+    ``members`` (1 when it names none: a leaf), capped by its subtree's size."""
+    members = min(cap, upload.meta.members or 1)
+    return (upload.decode(), float(members)), members
 
 
 __all__ = ["children_in", "combine", "reduce", "subtree_size", "tree_children",

@@ -11,8 +11,10 @@ from subnet.storage.keys import ObjectKind, object_key
 from subnet.storage.s3 import S3Store
 from subnet.wire import (
     Expected,
+    GradientMeta,
     Reason,
     Rejected,
+    ScoreReportMeta,
     TensorSpec,
     encode_envelope,
     fetch_envelope,
@@ -24,6 +26,8 @@ from subnet.wire import (
 
 MINER = Keypair.create_from_seed(bytes(range(32)))
 RUN = "run-1"
+PLAN = "0123456789abcdef"
+META = GradientMeta(receipt="ab" * 32, samples=64, tokens=4096, loss=3.5)
 
 
 def _tensors() -> dict[str, torch.Tensor]:
@@ -55,10 +59,12 @@ def test_round_trip_is_exact() -> None:
         window=5,
         tensors=tensors,
         base_version=3,
-        metadata={"compressor": "sparseloco"},
+        metadata=META.wire(),
+        plan=PLAN,
     )
     envelope = verify_envelope(blob, _expected(), _spec(), max_bytes=len(blob))
-    assert envelope.metadata == {"compressor": "sparseloco"}
+    assert envelope.metadata == META.wire() and envelope.meta == META
+    assert envelope.message(GradientMeta).samples == 64 and envelope.header.plan == PLAN
     assert envelope.header.sender == MINER.ss58_address and envelope.header.window == 5
     assert envelope.tensors.keys() == tensors.keys()
     for name, tensor in tensors.items():
@@ -68,8 +74,10 @@ def test_round_trip_is_exact() -> None:
 
 def test_encoding_is_deterministic() -> None:
     def encode() -> bytes:
+        meta = ScoreReportMeta(scores={MINER.ss58_address: 0.5}, digests={}).wire()
+        tensors = {"s": torch.ones(3)}
         return encode_envelope(
-            signer=MINER, run=RUN, kind=ObjectKind.SCORES, window=1, tensors={"s": torch.ones(3)}
+            signer=MINER, run=RUN, kind=ObjectKind.SCORES, window=1, tensors=tensors, metadata=meta
         )
 
     first, second = encode(), encode()

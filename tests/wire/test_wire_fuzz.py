@@ -15,10 +15,12 @@ from bittensor.sp_core import Keypair
 from subnet.storage.keys import PROTOCOL_VERSION, ObjectKind
 from subnet.wire import Expected, Reason, Rejected, TensorSpec, encode_envelope, verify_envelope
 from subnet.wire.envelope import DOMAIN, LAYOUT_VERSION, MAGIC
+from subnet.wire.reasons import ENVELOPE_CHECKS
 
 ALICE = Keypair.create_from_seed(bytes([1] * 32))
 MALLORY = Keypair.create_from_seed(bytes([2] * 32))
 RUN = "run-1"
+PLAN = "0123456789abcdef"
 LIMIT = 1 << 20
 SPEC = {
     "values": TensorSpec(torch.float32, (16,)),
@@ -32,7 +34,8 @@ def _tensors(**overrides: torch.Tensor) -> dict[str, torch.Tensor]:
 
 
 def _seal(signer=ALICE, tensors=None, **header) -> bytes:
-    fields = {"run": RUN, "kind": ObjectKind.GRADIENT, "window": 7, "base_version": 2, **header}
+    fields = {"run": RUN, "kind": ObjectKind.GRADIENT, "window": 7, "base_version": 2}
+    fields |= {"plan": PLAN, **header}
     return encode_envelope(signer=signer, tensors=tensors or _tensors(), **fields)
 
 
@@ -54,6 +57,7 @@ def _honest_header(payload: bytes) -> dict:
         "window": 7,
         "sender": ALICE.ss58_address,
         "base_version": 2,
+        "plan": PLAN,
         "payload_bytes": len(payload),
         "payload_sha256": hashlib.sha256(payload).hexdigest(),
     }
@@ -80,6 +84,7 @@ def _expect(**changes) -> Expected:
         "kind": ObjectKind.GRADIENT,
         "sender": ALICE.ss58_address,
         "base_version": 2,
+        "plan": PLAN,
         **changes,
     }
     return Expected(**fields)
@@ -126,6 +131,8 @@ CASES: dict[str, Case] = {
     "wrong_kind": Case(lambda: GOOD, Reason.WRONG_KIND, _expect(kind=ObjectKind.SCORES)),
     "wrong_lane": Case(lambda: GOOD, Reason.WRONG_LANE, _expect(lane="grads-b")),
     "stale_base": Case(lambda: GOOD, Reason.WRONG_BASE_VERSION, _expect(base_version=3)),
+    "other_plan": Case(lambda: GOOD, Reason.WRONG_PLAN, _expect(plan="f" * 16)),
+    "no_plan": Case(lambda: _seal(plan=None), Reason.WRONG_PLAN),
     "other_protocol": Case(lambda: _seal(version=PROTOCOL_VERSION + 1), Reason.WRONG_VERSION),
     "header_payload_swap": Case(
         lambda: GOOD[: SIG_AT + 64] + _payload_of(_seal(tensors=_tensors(values=torch.zeros(16)))),
@@ -220,4 +227,4 @@ def test_random_mutations_never_pass_and_never_crash() -> None:
 
 def test_every_reason_has_a_fuzz_case() -> None:
     covered = {case.reason for case in CASES.values()}
-    assert covered == set(Reason), set(Reason) - covered
+    assert covered == set(ENVELOPE_CHECKS), set(ENVELOPE_CHECKS) - covered
