@@ -291,7 +291,9 @@ class Validator(BaseNeuron):
         deltas = _Decoded(accepted)  # decoded on use: one dense update alive at a time
         # Copy fingerprints need sparsity: a dense codec (support None) sends every index.
         shapes = {k: tuple(v.shape) for k, v in self.replica.state.items()}
-        supports = {hk: self.compressor.support(u.payload, shapes) for hk, u in accepted.items()}
+        # Kept as bounded fingerprints: a validator's memory stays flat in the number of uploads.
+        fp, support = self.fingerprints.of, self.compressor.support
+        supports = {hk: fp(support(u.payload, shapes)) for hk, u in accepted.items()}
         prints = {} if any(v is None for v in supports.values()) else supports
         history = self.fingerprints.recent(window)
         matches = find_matches(window, prints, history, p.scoring)
