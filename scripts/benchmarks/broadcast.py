@@ -1,20 +1,21 @@
 """Bytes each peer downloads per round for the new model version, against what it uploads.
 
-Two holders publish the same rounds of ``hypertrain-20m`` through the real ``VersionPublisher``,
-one as lossless XOR patches of the fp32 weights (``--protocol.broadcast patch``) and one as the
-re-sparsified merged step (``sparse``, ``subnet.versions.delta``). A follower peer of each syncs
-every round through ``ModelSync`` over a ``CountingStore``: the figures are the bodies of the
-objects it GETs (the latest pointer, the delta or patch, and any manifest it reads), signed
-envelopes as they cross the network. Every round the sparse peer's weights digest must equal the
-holder's, bit for bit.
+Holders publish the same rounds of ``hypertrain-20m`` through the real ``VersionPublisher``:
+``default`` as the protocol publishes (``ProtocolConfig.broadcast`` and ``broadcast_budget``: the
+re-sparsified merged step for the sparse codecs, ``subnet.versions.delta``), ``patch`` as lossless
+XOR patches of the fp32 weights (``--protocol.broadcast patch``), and one per extra ``--budget``.
+A follower peer of each syncs every round through ``ModelSync`` over a ``CountingStore``: the
+figures are the bodies of the objects it GETs (the latest pointer, the delta or patch, and any
+manifest it reads), signed envelopes as they cross the network. Every round each follower's
+weights digest must equal its holder's, bit for bit.
 
 Each round merges ``--uploads`` synthetic signed uploads (a shared direction plus independent
-noise per miner, as ``bench.py scale`` makes them; their supports overlap partly), the default
-aggregation and outer step (plain SGD, lr 2). The upload is the mean signed envelope a miner
-PUTs. A validator additionally downloads every upload it scores; that is reported apart.
+noise per miner, as ``bench.py scale`` makes them; their supports overlap partly), with the
+protocol's aggregation and outer step. The upload is the mean signed envelope a miner PUTs.
+A validator additionally downloads every upload it scores; that is reported apart.
 
-``--loss`` instead trains a small model with and without the re-sparsified broadcast and reports
-the held-out loss of both (``benchmarks.broadcast_loss``).
+``--loss`` instead trains SparseLoCo on a small model once per broadcast and reports the held-out
+loss of each (``benchmarks.broadcast_loss``).
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from pathlib import Path
 import torch
 from bittensor.sp_core import Keypair
 
+from benchmarks import convergence
 from benchmarks.broadcast_loss import budgets, lane_name, run_loss
-from benchmarks.common import DEFAULT_DATA, environment, setup
+from benchmarks.common import environment, setup
 from subnet.compression import CompressionConfig, build_compressor, state_digest
 from subnet.config import ProtocolConfig
 from subnet.model import build_model
@@ -37,9 +39,10 @@ from subnet.storage.keys import ObjectKind
 from subnet.training import build_outer_optimizer, snapshot
 from subnet.training.streaming import merge_payloads
 from subnet.versions import ModelSync, VersionPublisher
-from subnet.versions.delta import Resparsifier
+from subnet.versions.delta import Resparsifier, uses_sparse_broadcast
 from subnet.wire import encode_envelope
 
+PROTOCOL = ProtocolConfig()
 RUN = "beam-bench"
 HOLDER = Keypair.create_from_seed(bytes(range(32)))
 MINER = Keypair.create_from_seed(bytes(range(1, 33)))
@@ -49,23 +52,48 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``bench.py broadcast``."""
     parser.add_argument("--preset", default=None, help="hypertrain-20m (bytes), tiny (--loss)")
     parser.add_argument("--uploads", type=int, default=16, help="uploads merged per round")
-    parser.add_argument("--rounds", type=int, default=None, help="versions after v0 (3; --loss 20)")
-    parser.add_argument("--checkpoint-every", type=int, default=5, help="K (protocol default)")
+    parser.add_argument("--rounds", type=int, default=None, help="versions after v0 (3; --loss 10)")
+    parser.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=PROTOCOL.checkpoint_every,
+        help="K (protocol default)",
+    )
     parser.add_argument(
         "--budget",
-        default="1",
-        help="sparse broadcast budgets to compare, "
-        "comma-separated multiples of the upload's top-k (--protocol.broadcast_budget)",
+        default="",
+        help="sparse broadcast budgets to compare with the protocol's default, comma-separated "
+        "multiples of the upload's top-k (--protocol.broadcast_budget)",
     )
-    loss = parser.add_argument_group("--loss: held-out loss with and without re-sparsifying")
+    loss = parser.add_argument_group("--loss: held-out loss of SparseLoCo for each broadcast")
     loss.add_argument("--loss", action="store_true", help="train instead of counting bytes")
-    loss.add_argument("--data", type=Path, default=DEFAULT_DATA, help="dataset (built if missing)")
+    loss.add_argument(
+        "--data", type=Path, default=convergence.DEFAULT_DATA, help="dataset (built if missing)"
+    )
     loss.add_argument("--workers", type=int, default=4, help="R simulated workers")
-    loss.add_argument("--inner-steps", type=int, default=5, help="H")
-    loss.add_argument("--seq-len", type=int, default=64)
-    loss.add_argument("--micro-batch", type=int, default=8, help="sequences per worker step")
-    loss.add_argument("--lr", type=float, default=2e-3, help="inner AdamW learning rate")
-    loss.add_argument("--eval-batches", type=int, default=64)
+    loss.add_argument("--inner-steps", type=int, default=PROTOCOL.inner.steps, help="H")
+    loss.add_argument("--seeds", default="0,1,2", help="model init and data order seeds")
+    loss.add_argument("--eval-batches", type=int, default=16, help="held-out batches")
+
+
+def _loss_args(args: argparse.Namespace) -> argparse.Namespace:
+    """The convergence benchmark's defaults, with this command's flags on top."""
+    parser = argparse.ArgumentParser()
+    convergence.add_arguments(parser)
+    out = parser.parse_args([])
+    for key in (
+        "data",
+        "workers",
+        "inner_steps",
+        "seeds",
+        "eval_batches",
+        "budget",
+        "device",
+        "threads",
+    ):
+        setattr(out, key, getattr(args, key))
+    out.preset, out.rounds = args.preset or "tiny", args.rounds or out.rounds
+    return out
 
 
 def _uploads(model: torch.nn.Module, count: int, round_: int, cfg: CompressionConfig) -> list:
@@ -94,6 +122,7 @@ class _Lane:
         self.publisher = VersionPublisher(inner, HOLDER, RUN, checkpoint_every=every)
         self.peer = ModelSync(CountingStore(inner, self.meter), HOLDER.ss58_address, RUN,
                               max_bytes=1 << 30)  # fmt: skip
+        self.budget = budget
         self.spars = Resparsifier(cfg, budget) if budget else None
         self.state: dict | None = None
         self.version: int | None = None
@@ -121,19 +150,26 @@ class _Lane:
 
 
 def run(args: argparse.Namespace) -> dict:
-    """Publish ``--rounds`` versions both ways (or, with ``--loss``, train); the JSON record."""
+    """Publish ``--rounds`` versions each way (or, with ``--loss``, train); the JSON record.
+
+    ``default`` is the protocol's broadcast (``ProtocolConfig.broadcast``, ``broadcast_budget``);
+    ``patch`` the lossless one; ``sparse_xB`` each extra ``--budget`` B.
+    """
     if args.loss:
-        args.preset, args.rounds = args.preset or "tiny", args.rounds or 20
-        return run_loss(args)
+        return run_loss(_loss_args(args))
     args.preset, args.rounds = args.preset or "hypertrain-20m", args.rounds or 3
     setup(args.threads)
-    p = ProtocolConfig()
+    p = PROTOCOL
     cfg = p.compression
     compressor = build_compressor(cfg)
     model = build_model(args.preset, seed=0)
     params = snapshot(model)
     shapes = {k: tuple(v.shape) for k, v in params.items()}
-    lanes = {"patch": _Lane(0, args.checkpoint_every, cfg)}
+    sparse_default = uses_sparse_broadcast(p.broadcast, cfg)
+    lanes = {
+        "default": _Lane(p.broadcast_budget if sparse_default else 0, args.checkpoint_every, cfg)
+    }
+    lanes["patch"] = _Lane(0, args.checkpoint_every, cfg)
     lanes |= {lane_name(b): _Lane(b, args.checkpoint_every, cfg) for b in budgets(args)}
     states = {name: dict(params) for name in lanes}
     outers = {name: build_outer_optimizer(p.outer) for name in lanes}
@@ -154,6 +190,8 @@ def run(args: argparse.Namespace) -> dict:
             lane.follow()
     upload = round(sum(ups) / len(ups))
     record = {"benchmark": "broadcast", "preset": args.preset,
+              "defaults": f"the protocol's: codec {cfg.name}, broadcast {p.broadcast}, budget "
+                          f"{p.broadcast_budget}, outer {p.outer.name} lr {p.outer.lr}",
               "params": sum(t.numel() for t in params.values()), "uploads_per_round": args.uploads,
               "rounds": args.rounds, "checkpoint_every": args.checkpoint_every,
               "upload_bytes_per_miner_per_round": upload}  # fmt: skip
@@ -161,6 +199,7 @@ def run(args: argparse.Namespace) -> dict:
         rounds = lane.rows[1:]  # after joining
         down = round(sum(row["bytes_down"] for row in rounds) / len(rounds))
         record[name] = {
+            "broadcast": f"sparse x{lane.budget}" if lane.budget else "patch",
             "download_bytes_per_peer_per_round": down,
             "download_over_upload": round(down / upload, 3),
             "joiner_checkpoint_bytes": lane.rows[0]["bytes_down"],
@@ -171,5 +210,7 @@ def run(args: argparse.Namespace) -> dict:
         name: args.uploads * upload + record[name]["download_bytes_per_peer_per_round"]
         for name in lanes
     }
+    record["target"] = "default: download <= 1x upload"
+    record["target_met"] = record["default"]["download_over_upload"] <= 1
     record["env"] = environment(args.device)
     return record

@@ -1,87 +1,82 @@
-"""What re-sparsifying the broadcast costs in loss: the same training with and without it.
+"""What the broadcast costs in loss: SparseLoCo trained with each way of publishing versions.
 
-``bench.py broadcast --loss`` trains ``--preset`` (``tiny`` by default) with R simulated workers
-exactly as ``bench.py convergence`` runs SparseLoCo (the same token streams, H AdamW steps per
-round, ``sparseloco-rice`` uploads with the senders' error feedback, mean, outer SGD lr 2), once
-per way of publishing: ``exact`` applies the merged step as is (what the lossless patch broadcast
-publishes), and for each ``--budget`` b, ``sparse`` (b = 1) or ``sparse_xb`` publishes the step
-re-sparsified to b times one upload's top-k with the holder's error feedback
-(``subnet.versions.delta.Resparsifier``), and the next round starts from that. The held-out loss
-after every round, and the signed envelope each peer downloads per round (patch vs delta), are
-reported for each.
+``bench.py broadcast --loss`` trains SparseLoCo exactly as ``bench.py convergence`` runs it (the
+protocol's defaults: codec, error feedback, a fresh warm-started inner AdamW every round,
+aggregation, outer step; the same token streams and R simulated workers), once per way of
+publishing each version: ``exact`` applies the merged step as is (what the lossless patch
+publishes), ``default`` as the protocol publishes it (``broadcast`` and ``broadcast_budget``),
+and one run per extra ``--budget`` b re-sparsified to b times the upload's top-k with the
+holder's error feedback (``subnet.versions.delta.Resparsifier``); the next round starts from what
+was published. For each: the held-out loss on every seed and their mean, its ratio to
+``exact``, and the bytes each peer uploads and downloads per round (signed envelopes).
 """
 
 from __future__ import annotations
 
 import argparse
 
-import torch
+from benchmarks import convergence
+from benchmarks.common import environment, setup
+from benchmarks.tuning import Setting
 
-from benchmarks.common import ensure_dataset, environment, setup
-from benchmarks.convergence import METHODS, _streams, publish_version, worker_round
-from subnet.compression import ErrorFeedback, build_compressor
-from subnet.data import TokenDataset
-from subnet.model import build_model, evaluate_loss
-from subnet.training import (
-    InnerConfig,
-    aggregate,
-    build_inner_optimizer,
-    build_outer_optimizer,
-    load_parameters,
-    snapshot,
-)
-from subnet.versions.delta import Resparsifier
-
-
-def _train(args: argparse.Namespace, ds: TokenDataset, streams: list, budget: int) -> dict:
-    comp_cfg, outer_cfg, agg_cfg = METHODS["sparseloco"]
-    compressor = build_compressor(comp_cfg)
-    inner = InnerConfig(lr=args.lr, steps=args.inner_steps, micro_batch=args.micro_batch)
-    model = build_model(args.preset, vocab_size=ds.vocab_size, seed=0)
-    workers = [build_model(args.preset, vocab_size=ds.vocab_size, seed=0) for _ in streams]
-    optimizers = [build_inner_optimizer(w, inner) for w in workers]
-    feedback = [ErrorFeedback(comp_cfg.ef_decay) for _ in streams]
-    outer = build_outer_optimizer(outer_cfg)
-    spars = Resparsifier(comp_cfg, budget) if budget else None
-    heldout = list(ds.heldout_batches(args.micro_batch, args.eval_batches))
-    losses, down, up = [], 0, 0
-    for rnd in range(args.rounds):
-        start = snapshot(model)
-        decoded, sent = worker_round(workers, optimizers, feedback, streams, start, rnd, inner,
-                                     compressor)  # fmt: skip
-        up += sent
-        target = {k: v.clone() for k, v in start.items()}
-        outer.step(target, aggregate(decoded, None, agg_cfg))
-        target, sent = publish_version(start, target, spars)
-        down += sent
-        load_parameters(model, target)
-        losses.append(round(evaluate_loss(model, heldout), 4))
-    return {"heldout_loss": losses, "final_loss": losses[-1],
-            "upload_bytes_per_worker_per_round": round(up / len(streams) / args.rounds),
-            "download_bytes_per_peer_per_round": round(down / args.rounds)}  # fmt: skip
+PROTOCOL = convergence.PROTOCOL
 
 
 def budgets(args: argparse.Namespace) -> list[int]:
     """The ``--budget`` list (multiples of the upload's top-k)."""
-    return [int(b) for b in str(getattr(args, "budget", "1")).split(",") if b.strip()]
+    return [int(b) for b in str(getattr(args, "budget", "") or "").split(",") if b.strip()]
 
 
 def lane_name(budget: int) -> str:
-    """``sparse`` for one upload's budget (the record's old key), ``sparse_x4`` for 4 times."""
-    return "sparse" if budget == 1 else f"sparse_x{budget}"
+    """The record's key for a sparse broadcast of ``budget`` uploads' top-k: ``sparse_x4``."""
+    return f"sparse_x{budget}"
+
+
+def _lane(bench: convergence._Bench, seeds: list[int], broadcast: str, budget: int) -> dict:
+    args = bench.args
+    args.broadcast, args.broadcast_budget = broadcast, budget
+    outer = convergence.method_of("sparseloco", args).outer
+    setting = Setting(args.lr, outer, args.moment_init)
+    runs = {seed: bench.trial("sparseloco", setting, seed) for seed in seeds}
+    held = [r["heldout_loss"] for r in runs.values()]
+    up = sum(r["bytes_up_per_worker"] for r in runs.values()) / len(runs) / args.rounds
+    down = sum(r["bytes_down_per_worker"] for r in runs.values()) / len(runs) / args.rounds
+    return {
+        "broadcast": "patch" if broadcast == "patch" else f"sparse x{budget}",
+        "heldout_loss_by_seed": {str(s): r["heldout_loss"] for s, r in runs.items()},
+        "heldout_loss_mean": round(sum(held) / len(held), 4),
+        "upload_bytes_per_worker_per_round": round(up),
+        "download_bytes_per_peer_per_round": round(down),
+        "download_over_upload": round(down / up, 3),
+    }
 
 
 def run_loss(args: argparse.Namespace) -> dict:
-    """Train with and without the re-sparsified broadcast; return the JSON record."""
+    """Train SparseLoCo once per way of publishing; return the JSON record."""
     setup(args.threads)
-    torch.manual_seed(0)
-    ds = TokenDataset.from_folder(ensure_dataset(args.data), seq_len=args.seq_len)
-    streams = _streams(ds, list(range(ds.split_samples("train"))), 0, args)  # the whole train split
-    runs = {"exact": _train(args, ds, streams, 0)}
-    runs |= {lane_name(b): _train(args, ds, streams, b) for b in budgets(args)}
-    exact = runs["exact"]["final_loss"]
-    ratios = {f"{name}_loss_over_exact": round(run["final_loss"] / exact, 4)
-              for name, run in runs.items() if name != "exact"}  # fmt: skip
-    return {"benchmark": "broadcast-loss", "preset": args.preset, "workers": args.workers,
-            "inner_steps": args.inner_steps, "rounds": args.rounds, **runs, **ratios,
-            "env": environment("cpu")}  # fmt: skip
+    args.methods = "sparseloco"
+    bench = convergence._Bench(args)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    lanes = {"exact": _lane(bench, seeds, "patch", PROTOCOL.broadcast_budget)}
+    lanes["default"] = _lane(bench, seeds, PROTOCOL.broadcast, PROTOCOL.broadcast_budget)
+    for b in budgets(args):
+        lanes[lane_name(b)] = _lane(bench, seeds, "sparse", b)
+    exact = lanes["exact"]["heldout_loss_mean"]
+    for lane in lanes.values():
+        lane["loss_over_exact"] = round(lane["heldout_loss_mean"] / exact, 4)
+    default = lanes["default"]
+    return {
+        "benchmark": "broadcast-loss",
+        "defaults": "the protocol's (SparseLoCo as shipped; broadcast "
+        f"{PROTOCOL.broadcast}, budget {PROTOCOL.broadcast_budget})",
+        "preset": args.preset,
+        "dataset": args.data.name,
+        "workers": args.workers,
+        "inner_steps": args.inner_steps,
+        "rounds": args.rounds,
+        "seeds": seeds,
+        **lanes,
+        "target": "default broadcast: download <= 1x upload and loss <= 1.005x exact",
+        "target_met": default["download_over_upload"] <= 1 and default["loss_over_exact"] <= 1.005,
+        "env": environment(args.device),
+    }

@@ -58,23 +58,75 @@ def ensure_dataset(folder: Path) -> Path:
     return folder
 
 
+class PeakMemory:
+    """The resident-memory peak of one stage of this process, with the baseline subtracted.
+
+    ``start()`` records the RSS and resets the kernel's high-water mark (writing 5 to
+    ``/proc/self/clear_refs``, Linux 4.0+), so that ``stop()`` reads the peak *of the stage* from
+    ``VmHWM``, not a transient of the setup before it. Where the reset is refused the record
+    says so (``hwm_reset: false``) and the peak is the process's since it started.
+    """
+
+    def __init__(self) -> None:
+        self.baseline_mb = 0.0
+        self.reset = False
+
+    @staticmethod
+    def _status(field: str) -> float:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1e3  # kB
+        raise OSError(f"no {field} in /proc/self/status")
+
+    def start(self) -> None:
+        """Take the baseline and reset the high-water mark."""
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+            self.reset = True
+        except OSError:
+            self.reset = False
+        self.baseline_mb = self._status("VmRSS")
+
+    def stop(self, model_bytes: int) -> dict:
+        """The stage's peak above the baseline, in MB and in model copies (fp32 models)."""
+        peak = self._status("VmHWM")
+        above = peak - self.baseline_mb
+        return {
+            "baseline_rss_mb": round(self.baseline_mb, 1),
+            "peak_rss_mb": round(peak, 1),
+            "peak_above_baseline_mb": round(above, 1),
+            "model_copies": round(above / (model_bytes / 1e6), 2),
+            "hwm_reset": self.reset,
+        }
+
+
+def median_spread(values: list[float]) -> dict[str, float]:
+    """Median, min and max of repeated timings (the spread says how far to trust the median)."""
+    ordered = sorted(values)
+    n = len(ordered)
+    mid = ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+    return {"median": mid, "min": ordered[0], "max": ordered[-1], "n": n}
+
+
 def sync(device: str) -> None:
     """Wait for queued device work so wall-clock timings are honest."""
     if device.startswith("cuda"):
         torch.cuda.synchronize(device)
 
 
-def best_ms(fn: Callable[[], object], reps: int, device: str) -> float:
-    """Fastest of ``reps`` timed calls, in milliseconds (after one untimed warm-up)."""
+def median_ms(fn: Callable[[], object], reps: int, device: str) -> dict[str, float]:
+    """Median, min and max of ``reps`` timed calls in milliseconds, after one untimed warm-up."""
     fn()
-    best = float("inf")
+    times = []
     for _ in range(reps):
         sync(device)
         start = time.perf_counter()
         fn()
         sync(device)
-        best = min(best, (time.perf_counter() - start) * 1e3)
-    return best
+        times.append((time.perf_counter() - start) * 1e3)
+    return {k: round(v, 1) for k, v in median_spread(times).items()}
 
 
 def envelope_bytes(tensors: dict[str, torch.Tensor], kind: ObjectKind = ObjectKind.GRADIENT) -> int:

@@ -16,10 +16,11 @@ produces, also as its signed envelope.
 from __future__ import annotations
 
 import argparse
+import time
 
 import torch
 
-from benchmarks.common import best_ms, envelope_bytes, environment, setup, sync
+from benchmarks.common import envelope_bytes, environment, median_ms, median_spread, setup, sync
 from subnet.compression import (
     COMPRESSORS,
     CompressionConfig,
@@ -46,7 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seq-len", type=int, default=64)
     parser.add_argument("--batch", type=int, default=4)
-    parser.add_argument("--reps", type=int, default=3, help="timed repetitions (best is reported)")
+    parser.add_argument(
+        "--reps", type=int, default=7, help="timed repetitions (median and spread are reported)"
+    )
 
 
 def _pseudo_gradient(args: argparse.Namespace) -> tuple[dict[str, torch.Tensor], torch.nn.Module]:
@@ -62,7 +65,8 @@ def _pseudo_gradient(args: argparse.Namespace) -> tuple[dict[str, torch.Tensor],
     return pseudo_gradient(start, model), model
 
 
-def _row(name: str, grad: dict[str, torch.Tensor], args: argparse.Namespace) -> tuple[dict, dict]:
+def _sizes(name: str, grad: dict[str, torch.Tensor]) -> tuple[dict, dict]:
+    """Bytes and error of one codec on ``grad``; and its decode (for the patch row)."""
     compressor = build_compressor(CompressionConfig(name=name))
     shapes = {k: tuple(v.shape) for k, v in grad.items()}
     payload = compressor.encode(grad)
@@ -72,8 +76,7 @@ def _row(name: str, grad: dict[str, torch.Tensor], args: argparse.Namespace) -> 
     numel = sum(t.numel() for t in grad.values())
     err = sum(float((decoded[k] - grad[k]).pow(2).sum()) for k in grad) ** 0.5
     norm = sum(float(g.pow(2).sum()) for g in grad.values()) ** 0.5
-    ef = ErrorFeedback(CompressionConfig().ef_decay)
-    row = {
+    return {
         "bytes_per_merge": nbytes,
         "mb_per_merge": round(nbytes / 1e6, 4),
         "tensor_bytes": tensor_bytes,
@@ -81,15 +84,47 @@ def _row(name: str, grad: dict[str, torch.Tensor], args: argparse.Namespace) -> 
         "ratio_vs_fp32": round(4 * numel / nbytes, 2),
         "bits_per_param": round(8 * nbytes / numel, 4),
         "relative_error": round(err / norm, 4),
-        "encode_ms": round(best_ms(lambda: compressor.encode(grad), args.reps, args.device), 2),
-        "decode_ms": round(
-            best_ms(lambda: compressor.decode(payload, shapes), args.reps, args.device), 2
-        ),
-        "encode_with_error_feedback_ms": round(
-            best_ms(lambda: ef.compress(compressor, grad), args.reps, args.device), 2
-        ),
-    }
-    return row, decoded
+    }, decoded
+
+
+def _timings(names: list[str], grad: dict[str, torch.Tensor], args: argparse.Namespace) -> dict:
+    """Encode, decode and encode + error feedback of every codec: one untimed warm-up call of
+    each, then ``--reps`` rounds in which every codec's three operations are timed once, the
+    codecs in a rotating order (so load that hits one round hits every codec); median, min and
+    max per operation, in ms. The error feedback is the sender's, carried across calls as a
+    miner's is across rounds."""
+    shapes = {k: tuple(v.shape) for k, v in grad.items()}
+    ops = {}
+    for name in names:
+        compressor = build_compressor(CompressionConfig(name=name))
+        payload = compressor.encode(grad)
+        ef = ErrorFeedback(CompressionConfig().ef_decay)
+        ops[name] = {
+            "encode": lambda c=compressor: c.encode(grad),
+            "decode": lambda c=compressor, p=payload: c.decode(p, shapes),
+            "encode_with_error_feedback": lambda c=compressor, e=ef: e.compress(c, grad),
+        }
+    times: dict[str, dict[str, list[float]]] = {n: {op: [] for op in ops[n]} for n in names}
+    for name in names:
+        for fn in ops[name].values():
+            fn()  # warm-up
+    for rep in range(args.reps):
+        for name in names[rep % len(names) :] + names[: rep % len(names)]:
+            for op, fn in ops[name].items():
+                sync(args.device)
+                start = time.perf_counter()
+                fn()
+                sync(args.device)
+                times[name][op].append((time.perf_counter() - start) * 1e3)
+    out: dict = {}
+    for name in names:
+        row = {}
+        for op, values in times[name].items():
+            stats = median_spread(values)
+            row[f"{op}_ms"] = round(stats["median"], 1)
+            row[f"{op}_ms_spread"] = [round(stats["min"], 1), round(stats["max"], 1)]
+        out[name] = row
+    return out
 
 
 def _patch_row(
@@ -104,8 +139,8 @@ def _patch_row(
         "bytes": envelope_bytes(patch, ObjectKind.MODEL_PATCH),
         "tensor_bytes": payload_nbytes(patch),
         "changed_values": int(patch["counts"].sum()),
-        "encode_ms": round(best_ms(lambda: encode_patch(base, target), 1, args.device), 1),
-        "apply_ms": round(best_ms(lambda: apply_patch(base, patch), 1, args.device), 1),
+        "encode_ms": median_ms(lambda: encode_patch(base, target), args.reps, args.device),
+        "apply_ms": median_ms(lambda: apply_patch(base, patch), args.reps, args.device),
     }
 
 
@@ -116,9 +151,11 @@ def run(args: argparse.Namespace) -> dict:
     numel = sum(t.numel() for t in grad.values())
     rows, sparse_decoded = {}, {}
     for name in COMPRESSORS:
-        rows[name], decoded = _row(name, grad, args)
+        rows[name], decoded = _sizes(name, grad)
         if name == "sparseloco":
             sparse_decoded = decoded
+    for name, timing in _timings(list(COMPRESSORS), grad, args).items():
+        rows[name] |= timing
     target = rows[TARGET_NAME]
     return {
         "benchmark": "compression",
@@ -126,6 +163,10 @@ def run(args: argparse.Namespace) -> dict:
         "params": numel,
         "fp32_bytes": 4 * numel,
         "input": f"pseudo-gradient after {args.inner_steps} AdamW steps on random tokens",
+        "defaults": "each codec at the protocol's settings (CompressionConfig()), error feedback "
+        "at the protocol's decay",
+        "timing": f"median of {args.reps} interleaved repetitions after a warm-up; "
+        "spread = [min, max]",
         "compressors": rows,
         "model_patch_after_sparseloco_merge": _patch_row(model, sparse_decoded, args),
         "target": f"{TARGET_NAME} signed envelope <= {TARGET_BYTES} B and >= {TARGET_RATIO}x",

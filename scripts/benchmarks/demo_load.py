@@ -90,17 +90,30 @@ def run(args: argparse.Namespace) -> dict:
         for p in burn:
             p.kill()
             p.wait()
+    wall = time.monotonic() - started
+    return record(proc, run_dir, args.burners, args.rounds, wall, load)
+
+
+def record(
+    proc: subprocess.CompletedProcess,
+    run_dir: Path,
+    burners: int,
+    rounds: int,
+    wall: float,
+    load: float | None = None,
+) -> dict:
+    """The benchmark's JSON record from a finished demo run (its process and run folder)."""
     out = proc.stdout
     calibrated = next((line for line in out.splitlines() if line.startswith("calibrated:")), "")
     window = re.search(r"window (\d+) blocks", calibrated)
     stall = next((line for line in out.splitlines() if line.startswith("timed out")), "")
     return {
         "benchmark": "demo_load",
-        "burners": args.burners,
-        "rounds_asked": args.rounds,
+        "burners": burners,
+        "rounds_asked": rounds,
         "demo_exit_code": proc.returncode,
         "finished": proc.returncode == 0,
-        "wall_seconds": round(time.monotonic() - started, 1),
+        "wall_seconds": round(wall, 1),
         "window_blocks": int(window[1]) if window else None,
         "calibration": calibrated,
         **_outcomes(run_dir),

@@ -1,23 +1,26 @@
 """Holder merge and validator window: time and peak memory against the number of uploads.
 
-Synthetic uploads of ``--preset`` (default ``hypertrain-20m``): upload ``i`` is the compressed
-``shared + noise_i`` (both seeded Gaussians), so supports overlap the way honest miners' do, and
-upload 1 is upload 0 re-signed by another miner, so copy detection has one copy to find. Each is a
-signed envelope, verified on the way in as the neurons do (``subnet.wire.verify_envelope``, then
-the compressor's payload check).
+Synthetic uploads of ``--preset`` (default ``hypertrain-20m``) with the protocol's codec: upload
+``i`` is the compressed ``shared + noise_i`` (both seeded Gaussians), so supports overlap the way
+honest miners' do, and upload 1 is upload 0 re-signed by another miner, so copy detection has one
+copy to find. Each is a signed envelope, verified on the way in as the neurons do
+(``subnet.wire.verify_envelope``, then the compressor's payload check).
 
-* **holder**: verify every upload, merge them (median-norm clipping, then the configured rule)
-  and take the outer step, as ``ModelHolder.step`` does.
+* **holder**: verify every upload, merge them (the protocol's aggregation: median-norm clipping,
+  then the mean) and take the protocol's outer step, as ``ModelHolder.step`` does.
 * **validator**: verify every upload, evaluate each (loss on ``--eval-samples`` samples before
-  and after ``theta - delta``, plus random samples), and detect copies, as ``Validator.step`` does.
+  and after ``theta - delta``, plus random samples, in the miners' micro-batches), and check for
+  copies against this window and the ``scoring.history_windows`` windows before it, whose
+  fingerprints the validator holds (``subnet.scoring.FingerprintLog``), as ``Validator`` does.
+  ``--keep indices`` keeps the whole index sets instead, as validators did before fingerprints.
 
-Times are wall clock (``*_s``) and the process's CPU time over all its threads (``cpu_s``): on a
-shared machine the wall time grows with the load, the CPU time much less. Each (role, count) runs
-in a fresh process. Memory is the kernel's RSS high-water mark
-(``getrusage(RUSAGE_SELF).ru_maxrss``) minus the RSS after setup (model built, uploads read into
-memory as bytes), i.e. what the merge or window itself added; ``model_copies`` divides it by the
-fp32 model size. ``--eager`` runs the code path before streaming (every upload decoded up front,
-copy detection over Python sets) for comparison.
+Each (role, count) runs in a fresh process. **Memory** is the peak of the measured stage: the
+kernel's high-water mark (``VmHWM``) is reset when the stage starts (after the model is built and
+the uploads are read into memory as bytes), and the RSS at that moment is subtracted;
+``model_copies`` divides the rest by the fp32 model's size. **Times** are wall clock (``*_s``) and
+the process's CPU time over all its threads (``cpu_s``): on a shared machine the wall time grows
+with the load, the CPU time much less. ``--eager`` runs the code path before streaming (every
+upload decoded up front) for comparison.
 """
 
 from __future__ import annotations
@@ -25,19 +28,20 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import multiprocessing
-import resource
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 from bittensor.sp_core import Keypair
 
 from benchmarks import scale_live
-from benchmarks.common import environment, setup
+from benchmarks.common import PeakMemory, environment, setup
 from subnet.compression import CompressionConfig, build_compressor
 from subnet.config import ProtocolConfig
 from subnet.model import build_model, evaluate_loss
-from subnet.scoring import ScoringConfig, Upload, detect_copies, index_overlap
+from subnet.scoring import FingerprintLog, find_matches
+from subnet.scoring.overlap import as_sorted_array
 from subnet.storage.keys import ObjectKind
 from subnet.training import aggregate, build_outer_optimizer, load_parameters, snapshot
 from subnet.training.streaming import merge_payloads
@@ -50,14 +54,26 @@ MAX_BYTES = 1 << 30
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``bench.py scale``."""
     parser.add_argument("--preset", default="hypertrain-20m")
-    parser.add_argument("--sizes", default="4,16,32,64", help="upload counts, comma-separated")
+    parser.add_argument("--sizes", default="4,16,64,256", help="upload counts, comma-separated")
     parser.add_argument("--roles", default="holder,validator")
     parser.add_argument("--compressor", default=None, help="default: the protocol's default")
-    parser.add_argument("--eval-samples", type=int, default=2, help="samples per evaluation")
-    parser.add_argument("--seq-len", type=int, default=64)
+    parser.add_argument(
+        "--eval-samples", type=int, default=8, help="samples per evaluation (one micro-batch)"
+    )
+    parser.add_argument("--seq-len", type=int, default=ProtocolConfig().seq_len)
     parser.add_argument("--eager", action="store_true", help="the pre-streaming code path")
-    parser.add_argument("--cache", type=Path, default=Path("/tmp/beam-scale"),
-                        help="where the synthetic uploads are kept between runs")  # fmt: skip
+    parser.add_argument(
+        "--keep",
+        choices=("fingerprints", "indices"),
+        default="fingerprints",
+        help="what the validator keeps of past windows' uploads (indices: before fingerprints)",
+    )
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=Path("/tmp/beam-scale"),
+        help="where the synthetic uploads are kept between runs",
+    )
     scale_live.add_arguments(parser)
 
 
@@ -87,11 +103,6 @@ def _uploads(args: argparse.Namespace, cfg: CompressionConfig, count: int) -> li
     return paths
 
 
-def _rss_mb() -> float:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * resource.getpagesize() / 1e6
-
-
 def _verified(blobs: list[bytes], compressor, shapes) -> list[dict[str, torch.Tensor]]:
     """Verify each envelope and its payload as ``collect_uploads`` does; return the payloads."""
     out = []
@@ -105,15 +116,8 @@ def _verified(blobs: list[bytes], compressor, shapes) -> list[dict[str, torch.Te
     return out
 
 
-def _sets_copies(supports: list, threshold: float) -> dict[int, int]:
-    """The pre-streaming copy check: every pair's overlap of Python sets of global indices."""
-    found = {}
-    for j in range(len(supports)):
-        for i in range(j):
-            if index_overlap(supports[i], supports[j]) >= threshold:
-                found[j] = i
-                break
-    return found
+def _model_bytes(model: torch.nn.Module) -> int:
+    return 4 * sum(p.numel() for p in model.parameters())
 
 
 def holder_job(preset: str, paths: list[str], cfg: CompressionConfig, eager: bool,
@@ -126,7 +130,8 @@ def holder_job(preset: str, paths: list[str], cfg: CompressionConfig, eager: boo
     shapes = {k: tuple(v.shape) for k, v in params.items()}
     outer = build_outer_optimizer(p.outer)
     blobs = [Path(path).read_bytes() for path in paths]
-    base = _rss_mb()
+    memory = PeakMemory()
+    memory.start()
     start, cpu = time.perf_counter(), time.process_time()
     payloads = _verified(blobs, compressor, shapes)
     weights = [1.0 + 0.01 * i for i in range(len(payloads))]
@@ -140,7 +145,7 @@ def holder_job(preset: str, paths: list[str], cfg: CompressionConfig, eager: boo
     outer.step(params, delta)
     load_parameters(model, params)
     end = time.perf_counter()
-    return _memory(base, model) | {
+    return memory.stop(_model_bytes(model)) | {
         "collect_s": round(collected - start, 3),
         "aggregate_and_step_s": round(end - collected, 3),
         "total_s": round(end - start, 3),
@@ -148,18 +153,45 @@ def holder_job(preset: str, paths: list[str], cfg: CompressionConfig, eager: boo
     }
 
 
-def validator_job(preset: str, paths: list[str], cfg: CompressionConfig, eager: bool,
-                  threads: int, eval_samples: int, seq_len: int) -> dict:  # fmt: skip
-    """One validator window over ``paths`` in this (fresh) process."""
+def _history(log: FingerprintLog, supports: list, windows: int, numel: int) -> None:
+    """Fill ``log`` with ``windows`` earlier windows of fingerprints, one per upload each: this
+    window's index sets shifted by a window-dependent offset (other sets of the same size and
+    structure, as a steady state after ``windows`` windows would hold)."""
+    for back in range(windows, 0, -1):
+        shifted = {str(i): np.sort((s + 7919 * back) % numel) for i, s in enumerate(supports())}
+        log.record(WINDOW - back, shifted)
+
+
+def validator_job(
+    preset: str,
+    paths: list[str],
+    cfg: CompressionConfig,
+    eager: bool,
+    threads: int,
+    eval_samples: int,
+    seq_len: int,
+    keep: str,
+) -> dict:
+    """One validator window over ``paths`` in this (fresh) process, its copy checks holding the
+    fingerprints of ``history_windows`` earlier windows (``keep``: ``fingerprints``, as Beam
+    does, or ``indices``, the full index sets kept before)."""
     setup(threads)
+    p = ProtocolConfig(compression=cfg)
     compressor, model = build_compressor(cfg), build_model(preset, seed=0)
     state = snapshot(model)
     shapes = {k: tuple(v.shape) for k, v in state.items()}
+    numel = sum(v.numel() for v in state.values())
     gen = torch.Generator().manual_seed(0)
     x = torch.randint(0, model.config.vocab_size, (2, eval_samples, seq_len + 1), generator=gen)
-    assigned, random = [(x[0, :, :-1], x[0, :, 1:])], [(x[1, :, :-1], x[1, :, 1:])]
+    mb = p.inner.micro_batch  # the validator evaluates in the miners' micro-batches
+
+    def batches(i: int) -> list:
+        return [(x[i, s : s + mb, :-1], x[i, s : s + mb, 1:]) for s in range(0, eval_samples, mb)]
+
+    assigned, random = batches(0), batches(1)
     blobs = [Path(path).read_bytes() for path in paths]
-    base = _rss_mb()
+    memory = PeakMemory()
+    memory.start()
     start, cpu = time.perf_counter(), time.process_time()
     payloads = _verified(blobs, compressor, shapes)
     decoded = [compressor.decode(pl, shapes) for pl in payloads] if eager else None
@@ -173,48 +205,46 @@ def validator_job(preset: str, paths: list[str], cfg: CompressionConfig, eager: 
         load_parameters(model, state)
         del delta
     evaluated = time.perf_counter()
-    threshold = ScoringConfig().copy_overlap
-    if eager:
-        supports = [_nonzero_set(d) for d in decoded]
-        indexed = time.perf_counter()
-        copies = _sets_copies(supports, threshold)
-    else:
-        uploads = [Upload(str(i), (i,), compressor.support(pl, shapes))
-                   for i, pl in enumerate(payloads)]  # fmt: skip
-        indexed = time.perf_counter()
-        copies = {int(k): int(v) for k, v in detect_copies(uploads, ScoringConfig()).items()}
+    log = (IndexLog if keep == "indices" else FingerprintLog)(p.scoring.history_windows)
+
+    def supports():
+        return (compressor.support(pl, shapes) for pl in payloads)
+
+    _history(log, supports, p.scoring.history_windows, numel)
+    kept_bytes = _kept_bytes(log)
+    indexed = time.perf_counter()
+    prints = {str(i): log.of(s) for i, s in enumerate(supports())}
+    matches = find_matches(WINDOW, prints, log.recent(WINDOW), p.scoring)
+    log.record(WINDOW, prints)
     end = time.perf_counter()
-    return _memory(base, model) | {
+    copies = sorted({(m.hotkey, m.source) for m in matches if m.window == WINDOW})
+    return memory.stop(_model_bytes(model)) | {
         "collect_s": round(collected - start, 3),
         "evaluate_s": round(evaluated - collected, 3),
-        "copy_detection_s": round(end - evaluated, 3),
-        "supports_s": round(indexed - evaluated, 3),  # index sets from the uploads
-        "pairwise_s": round(end - indexed, 3),  # the pairwise overlap check itself
+        "history_s": round(indexed - evaluated, 3),  # the earlier windows' fingerprints (setup)
+        "copy_detection_s": round(end - indexed, 3),  # this window's prints and every match
+        "kept_fingerprint_bytes": kept_bytes,
+        "kept_bytes_per_upload": round(kept_bytes / max(1, len(log.entries) - len(payloads))),
         "total_s": round(end - start, 3),
         "cpu_s": round(time.process_time() - cpu, 3),
-        "copies_found": {str(k): str(v) for k, v in sorted(copies.items())},
+        "copies_found": [list(pair) for pair in copies],
     }
 
 
-def _nonzero_set(delta: dict[str, torch.Tensor]) -> frozenset[int]:
-    """Global flat indices of the non-zeros (the pre-streaming ``uploads.support``)."""
-    indices, offset = [], 0
-    for name in sorted(delta):
-        flat = delta[name].reshape(-1)
-        indices.extend((torch.nonzero(flat).reshape(-1) + offset).tolist())
-        offset += flat.numel()
-    return frozenset(indices)
+class IndexLog(FingerprintLog):
+    """The log as it was before fingerprints: every upload's index set kept whole."""
+
+    def of(self, indices):  # noqa: D102
+        return None if indices is None else as_sorted_array(indices)
+
+    def record(self, window: int, uploads) -> None:  # noqa: D102
+        for hotkey, indices in uploads.items():
+            self.entries[(window, hotkey)] = as_sorted_array(indices)  # type: ignore[assignment]
+        self.entries = {k: v for k, v in self.entries.items() if k[0] > window - self.keep}
 
 
-def _memory(base_mb: float, model: torch.nn.Module) -> dict:
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3  # kB on Linux
-    model_mb = 4 * sum(p.numel() for p in model.parameters()) / 1e6
-    return {
-        "rss_after_setup_mb": round(base_mb, 1),
-        "peak_rss_mb": round(peak, 1),
-        "peak_above_setup_mb": round(peak - base_mb, 1),
-        "model_copies": round((peak - base_mb) / model_mb, 2),
-    }
+def _kept_bytes(log: FingerprintLog) -> int:
+    return sum(v.nbytes for v in log.entries.values())
 
 
 def _in_fresh_process(fn, *args) -> dict:
@@ -243,17 +273,20 @@ def run(args: argparse.Namespace) -> dict:
             if role == "holder":
                 job = (holder_job, args.preset, paths[:n], cfg, args.eager, args.threads)
             else:
-                job = (validator_job, args.preset, paths[:n], cfg, args.eager, args.threads,
-                       args.eval_samples, args.seq_len)  # fmt: skip
+                job = (validator_job, args.preset, paths[:n], cfg, args.eager, args.threads)
+                job += (args.eval_samples, args.seq_len, args.keep)
             results[role][str(n)] = _in_fresh_process(*job)
     return {
         "benchmark": "scale",
         "preset": args.preset,
         "compressor": cfg.name,
+        "defaults": "the protocol's codec, aggregation, outer step and history_windows",
         "path": "eager (pre-streaming)" if args.eager else "streaming",
+        "validator_keeps": args.keep,
         "upload_bytes": upload_bytes,
         "eval_samples": args.eval_samples,
-        "memory": "RSS high-water mark (ru_maxrss) minus RSS after setup, in a fresh process",
+        "memory": "peak RSS of the measured stage (VmHWM reset at its start) minus the RSS at "
+        "its start, in a fresh process",
         "results": results,
         "seconds": round(time.perf_counter() - started, 1),
         "env": environment("cpu"),

@@ -291,8 +291,9 @@ class Validator(BaseNeuron):
                 if (window, hk) not in self.first_seen and (window, hk) not in self.unreachable}  # fmt: skip
 
     def _measure(self, upload: Received, shapes: dict[str, tuple[int, ...]]) -> tuple[Any, float]:
-        """An upload's copy fingerprint (its support; None for a dense codec) and its norm."""
-        support = self.compressor.support(upload.payload, shapes)
+        """An upload's copy fingerprint (of its support, bounded whatever the upload's size;
+        None for a dense codec) and its norm."""
+        support = self.fingerprints.of(self.compressor.support(upload.payload, shapes))
         norm = self.compressor.norm(upload.payload, shapes)
         if not math.isfinite(norm):
             raise ArithmeticError(f"an update of norm {norm}")

@@ -16,13 +16,27 @@ as a copy when it fits the other upload's assigned samples better than its own s
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
 
 import numpy as np
 
 from subnet.scoring.config import ScoringConfig
-from subnet.scoring.overlap import as_sorted_array, intersection_size, pair_overlaps
+from subnet.scoring.overlap import (
+    Fingerprint,
+    as_sorted_array,
+    estimate_overlap,
+    fingerprint,
+    fingerprint_overlaps,
+    intersection_size,
+    pair_overlaps,
+    screened_jaccard,
+)
+
+#: An upload's top-k set as copy checks take it: a set, a sorted index array, or its bounded
+#: :class:`~subnet.scoring.overlap.Fingerprint` (what a validator keeps across windows).
+Indices = Set[int] | np.ndarray | Fingerprint
 
 
 @dataclass(frozen=True)
@@ -40,12 +54,17 @@ class Upload:
     indices: Set[int] | np.ndarray
 
 
-def index_overlap(a: Set[int] | np.ndarray, b: Set[int] | np.ndarray) -> float:
+def index_overlap(a: Indices, b: Indices) -> float:
     """``|a & b| / min(|a|, |b|)``, in [0, 1]; 0 when either set is empty.
 
     Dividing by the smaller set catches a copier who uploads only a subset of the original's
-    coordinates. An empty upload carries nothing to copy, so it matches nothing.
+    coordinates. An empty upload carries nothing to copy, so it matches nothing. With a
+    fingerprint on either side the overlap is estimated from fingerprints (exactly for sets of
+    at most ``overlap.SKETCH`` indices).
     """
+    if isinstance(a, Fingerprint) or isinstance(b, Fingerprint):
+        salt = (a if isinstance(a, Fingerprint) else b).salt  # type: ignore[union-attr]
+        return estimate_overlap(_print(a, salt), _print(b, salt))
     a, b = as_sorted_array(a), as_sorted_array(b)
     smaller = min(a.size, b.size)
     return intersection_size(a, b) / smaller if smaller else 0.0
@@ -103,32 +122,49 @@ class Match:
     overlap: float
 
 
+def _print(indices: Indices, salt: int) -> Fingerprint:
+    return indices if isinstance(indices, Fingerprint) else fingerprint(indices, salt)
+
+
+def _salt(*groups: Iterable[Indices]) -> int:
+    """The salt of the first fingerprint given, or a fresh secret one."""
+    for group in groups:
+        for value in group:
+            if isinstance(value, Fingerprint):
+                return value.salt
+    return secrets.randbits(64)
+
+
 def find_matches(
     window: int,
-    current: Mapping[str, Set[int] | np.ndarray],
-    history: Mapping[tuple[int, str], Set[int] | np.ndarray],
+    current: Mapping[str, Indices],
+    history: Mapping[tuple[int, str], Indices],
     cfg: ScoringConfig,
 ) -> list[Match]:
-    """Every pair of fingerprints with ``index_overlap >= cfg.copy_overlap``, sorted.
+    """Every pair of uploads with ``index_overlap >= cfg.copy_overlap``, sorted.
 
-    ``current`` maps hotkey -> index set of this window's uploads; ``history`` maps
-    ``(window, hotkey)`` -> index set of recent windows' uploads (entries of ``window`` itself
-    or later are ignored). O(n (n + h) k) for n uploads, h kept ones, k indices each.
+    ``current`` maps hotkey -> top-k set (or fingerprint) of this window's uploads; ``history``
+    maps ``(window, hotkey)`` -> those of recent windows' uploads (entries of ``window`` itself
+    or later are ignored), as :class:`FingerprintLog` keeps them. Overlaps are estimated from
+    fingerprints (exact for sets of at most ``overlap.SKETCH`` indices); every pair is screened
+    at once (``overlap.fingerprint_overlaps``), so n uploads against h kept ones cost
+    O((n + h) SKETCH) memory and one vectorised pass, plus a sketch comparison per candidate.
     """
-    out: list[Match] = []
+    salt = _salt(current.values(), history.values())
     hotkeys = sorted(current)
-    for i, a in enumerate(hotkeys):
-        for b in hotkeys[i + 1 :]:
-            overlap = index_overlap(current[a], current[b])
-            if overlap >= cfg.copy_overlap:
-                out += [Match(a, b, window, overlap), Match(b, a, window, overlap)]
-    for (w, source), indices in sorted(history.items()):
-        if w >= window:
-            continue
-        for hk in hotkeys:
-            overlap = index_overlap(current[hk], indices)
-            if overlap >= cfg.copy_overlap:
-                out.append(Match(hk, source, w, overlap))
+    now = [_print(current[hk], salt) for hk in hotkeys]
+    past = [(key, _print(v, salt)) for key, v in sorted(history.items()) if key[0] < window]
+    out: list[Match] = []
+    threshold = cfg.copy_overlap
+    for (i, j), overlap in fingerprint_overlaps(now, None, threshold).items():
+        if overlap >= threshold:
+            a, b = hotkeys[i], hotkeys[j]
+            out += [Match(a, b, window, overlap), Match(b, a, window, overlap)]
+    cross = fingerprint_overlaps(now, [v for _, v in past], threshold)
+    for (i, j), overlap in cross.items():
+        if overlap >= threshold:
+            (w, source), _ = past[j]
+            out.append(Match(hotkeys[i], source, w, overlap))
     return sorted(out, key=lambda m: (m.hotkey, m.window, m.source))
 
 
@@ -202,36 +238,59 @@ def judge_matches(
 
 
 class FingerprintLog:
-    """The index sets of the last ``keep`` windows' accepted uploads, for replay checks."""
+    """The fingerprints of the last ``keep`` windows' accepted uploads, for replay checks.
 
-    def __init__(self, keep: int) -> None:
+    Each upload is kept as a :class:`~subnet.scoring.overlap.Fingerprint` (33 kB at most,
+    whatever the upload's size) under this log's secret salt, so what a validator keeps grows
+    by a fixed amount per upload and no miner knows which of its indices the sketch holds.
+    """
+
+    def __init__(self, keep: int, salt: int | None = None) -> None:
         self.keep = keep
-        self.entries: dict[tuple[int, str], np.ndarray] = {}
+        self.salt = secrets.randbits(64) if salt is None else salt
+        self.entries: dict[tuple[int, str], Fingerprint] = {}
 
-    def recent(self, window: int) -> dict[tuple[int, str], np.ndarray]:
+    def of(self, indices: Indices | None) -> Fingerprint | None:
+        """``indices`` as this log's fingerprint (``None`` stays ``None``: a dense upload)."""
+        return None if indices is None else _print(indices, self.salt)
+
+    def recent(self, window: int) -> dict[tuple[int, str], Fingerprint]:
         """Entries of the ``keep`` windows before ``window``."""
         return {k: v for k, v in self.entries.items() if window - self.keep <= k[0] < window}
 
-    def record(self, window: int, uploads: Mapping[str, Set[int] | np.ndarray]) -> None:
-        """Keep ``window``'s fingerprints (as sorted arrays); forget windows older than ``keep``."""
+    def record(self, window: int, uploads: Mapping[str, Indices]) -> None:
+        """Keep ``window``'s fingerprints; forget windows older than ``keep``."""
         for hotkey, indices in uploads.items():
-            self.entries[(window, hotkey)] = as_sorted_array(indices)
+            self.entries[(window, hotkey)] = _print(indices, self.salt)
         self.entries = {k: v for k, v in self.entries.items() if k[0] > window - self.keep}
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the kept fingerprints occupy."""
+        return sum(v.nbytes for v in self.entries.values())
 
 
 def overlap_summary(
-    current: Mapping[str, Set[int]], history: Mapping[tuple[int, str], Set[int]], top: int = 4
+    current: Mapping[str, Indices], history: Mapping[tuple[int, str], Indices], top: int = 4
 ) -> dict[str, dict[str, float]]:
     """Per hotkey, its ``top`` largest overlaps: ``{other: v}`` this window, ``{"w/other": v}`` past.
 
-    What the validator logs so the copy threshold can be checked against honest overlap.
+    What the validator logs so the copy threshold can be checked against honest overlap. Every
+    pair is screened at once and only the likeliest ``4 * top`` of each upload are estimated
+    from their sketches (all of them for exact fingerprints).
     """
-    out: dict[str, dict[str, float]] = {}
-    for hk, indices in sorted(current.items()):
-        pairs = [(k, index_overlap(indices, v)) for k, v in current.items() if k != hk]
-        pairs += [(f"{w}/{k}", index_overlap(indices, v)) for (w, k), v in history.items()]
-        best = sorted(pairs, key=lambda kv: -kv[1])
-        same = [kv for kv in best if "/" not in kv[0]][:top]
-        past = [kv for kv in best if "/" in kv[0]][:top]
-        out[hk] = {k: round(v, 4) for k, v in same + past}
+    salt = _salt(current.values(), history.values())
+    hotkeys = sorted(current)
+    now = [_print(current[hk], salt) for hk in hotkeys]
+    past = [(f"{w}/{k}", _print(v, salt)) for (w, k), v in history.items()]
+    out: dict[str, dict[str, float]] = {hk: {} for hk in hotkeys}
+    for group in ([(hk, f) for hk, f in zip(hotkeys, now, strict=True)], past):
+        if not now or not group:
+            continue
+        screen = screened_jaccard(now, [f for _, f in group])
+        for i, hk in enumerate(hotkeys):
+            likely = [j for j in np.argsort(-screen[i], kind="stable") if group[j][1] is not now[i]]
+            row = [(group[j][0], estimate_overlap(now[i], group[j][1])) for j in likely[: 4 * top]]
+            best = sorted(row, key=lambda kv: -kv[1])[:top]
+            out[hk].update({k: round(v, 4) for k, v in best})
     return out

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+from benchmarks import demo_load  # noqa: E402
 
 
 @pytest.mark.slow
@@ -37,3 +39,7 @@ def test_demo_runs_rounds_writes_the_run_page_and_stops_everything(tmp_path):
     assert out.rstrip().endswith("all processes stopped")
     assert re.search(r"^calibrated: one inner step takes [\d.]+ s", out, re.M), out
     assert (run_dir / "chain.json").exists()  # incentive for the run page
+    # `bench.py demo_load`'s record of this run (its tiny variant: no burners, two rounds)
+    record = demo_load.record(proc, run_dir, burners=0, rounds=2, wall=0.0)
+    assert record["finished"] and record["rounds_merged"] >= 2, record
+    assert record["window_blocks"] and record["uploads"] >= record["uploads_late"] >= 0, record

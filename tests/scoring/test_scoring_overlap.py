@@ -6,7 +6,17 @@ import numpy as np
 import pytest
 
 from subnet.scoring import ScoringConfig, Upload, detect_copies
-from subnet.scoring.overlap import MIN_SAMPLE, as_sorted_array, intersection_size, pair_overlaps
+from subnet.scoring.overlap import (
+    BINS,
+    MIN_SAMPLE,
+    SKETCH,
+    as_sorted_array,
+    estimate_overlap,
+    fingerprint,
+    fingerprint_overlaps,
+    intersection_size,
+    pair_overlaps,
+)
 
 UNIVERSE = 2_000_000
 
@@ -62,3 +72,33 @@ def test_helpers() -> None:
     assert as_sorted_array({4, 2}).tolist() == [2, 4]
     assert intersection_size(np.array([1, 2, 9]), np.array([2, 9, 10, 11])) == 2
     assert intersection_size(np.array([], dtype=np.int64), np.array([1])) == 0
+
+
+# Fingerprints: what a validator keeps across windows, bounded whatever the upload's size.
+
+
+def test_a_fingerprint_is_bounded_and_exact_for_small_sets() -> None:
+    big, small, other = _sets(7, 4, 20 * SKETCH)[0], *_sets(8, 4, 300)[:2]
+    fb, fs = fingerprint(big, 1), fingerprint(small, 1)
+    assert fb.size == big.size and fb.bottom.size == SKETCH and not fb.exact
+    assert fb.nbytes == 8 * (SKETCH + BINS)  # 33 kB whatever the set's size
+    assert fs.exact and fs.bottom.size == 300
+    truth = intersection_size(small, other) / 300
+    assert estimate_overlap(fs, fingerprint(other, 1)) == truth
+    with pytest.raises(ValueError, match="different salts"):
+        estimate_overlap(fs, fingerprint(other, 2))
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_fingerprint_overlaps_find_every_pair_near_the_threshold(seed: int) -> None:
+    arrays = _sets(seed, 8, 20 * SKETCH)  # 82 k indices each: fingerprints are sketches
+    truth = _brute(arrays)
+    prints = [fingerprint(a, seed) for a in arrays]
+    got = fingerprint_overlaps(prints, None, 0.9)
+    assert set(got) >= {pair for pair, v in truth.items() if v >= 0.8}
+    for pair, estimate in got.items():
+        assert estimate == pytest.approx(truth[pair], abs=0.02)
+    assert len(got) < len(truth)  # honest pairs were screened out
+    # against kept fingerprints: the same pairs, seen from the other side
+    cross = fingerprint_overlaps(prints[:2], prints[2:], 0.9)
+    assert all(v < 0.5 for v in cross.values())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -12,43 +13,51 @@ from benchmarks import convergence, tuning  # noqa: E402
 from subnet.training import OuterConfig  # noqa: E402
 
 
-def _fake(val_of, held_of=lambda s: 0.0):
+def _fake(val_of):
     seen = []
 
     def trial(setting: tuning.Setting) -> dict:
         seen.append(setting)
-        return {"val_loss": val_of(setting), "heldout_loss": held_of(setting)}
+        return {"val_loss": val_of(setting)}
 
     return trial, seen
 
 
-def test_every_method_gets_the_same_budget() -> None:
-    for default in (None, OuterConfig(name="nesterov", lr=0.7), OuterConfig(name="fedavg")):
-        method = "diloco" if default is None or default.name == "nesterov" else "diloco-fedavg"
-        trial, seen = _fake(lambda s: s.inner_lr)
-        tuning.tune(method, default, trial)
-        assert len(seen) == tuning.BUDGET == len(set(seen))
+SGD = OuterConfig(name="sgd", lr=2.0)
 
 
-def test_selection_uses_validation_never_heldout() -> None:
-    # The held-out loss prefers the opposite setting; the choice must follow validation.
-    val = {2e-3: 3.0, 4e-3: 1.0, 8e-3: 2.0}
-    trial, seen = _fake(lambda s: val.get(s.inner_lr, 5.0) + (0 if s.outer.lr != 3.0 else -0.5),
-                        held_of=lambda s: -val.get(s.inner_lr, 5.0))  # fmt: skip
-    best, records = tuning.tune("sparseloco", OuterConfig(name="sgd", lr=2.0), trial)
-    assert best == tuning.Setting(4e-3, OuterConfig(name="sgd", lr=3.0))
-    # stage 2 sweeps the outer lr at the best inner lr of stage 1
-    assert [s.inner_lr for s in seen[3:]] == [4e-3] * 3
-    assert [r["outer_lr"] for r in records[3:]] == list(tuning.OUTER_GRID["sparseloco"])
+def test_the_search_walks_until_the_choice_is_inside_the_values_tried() -> None:
+    # The optimum (inner lr 0.064, outer lr 0.5) is far from the start: the grid is extended
+    # until both sit strictly inside, and no setting is run twice.
+    def bowl(s: tuning.Setting) -> float:
+        return math.log2(s.inner_lr / 0.064) ** 2 + math.log2(s.outer.lr / 0.5) ** 2
+
+    trial, seen = _fake(bowl)
+    found = tuning.tune(tuning.Setting(0.002, SGD), ("inner_lr", "outer_lr"), trial)
+    assert (found.best.inner_lr, found.best.outer.lr) == (0.064, 0.5)
+    assert found.bracketed == {"inner_lr": True, "outer_lr": True}
+    assert found.grid["inner_lr"][0] < 0.064 < found.grid["inner_lr"][-1]
+    assert found.grid["outer_lr"][0] < 0.5 < found.grid["outer_lr"][-1]
+    assert len(seen) == len(set(seen)) == len(found.trials)
 
 
-def test_ddp_sweeps_six_inner_rates_and_fedavg_turns_into_sgd() -> None:
-    trial, seen = _fake(lambda s: abs(s.inner_lr - 1.6e-2))
-    best, _ = tuning.tune("ddp", None, trial)
-    assert best.inner_lr == 1.6e-2 and all(s.outer is None for s in seen)
-    trial, seen = _fake(lambda s: 0.0)
-    tuning.tune("diloco-fedavg", OuterConfig(name="fedavg"), trial)
-    assert {s.outer.name for s in seen[3:]} == {"sgd"}
+def test_the_warm_start_axis_moves_moment_init_and_the_lr_together() -> None:
+    start = tuning.Setting(0.004, SGD, 10.0)
+    assert start.moved("warm_start", 1) == tuning.Setting(0.008, SGD, 40.0)
+    assert start.moved("warm_start", -1) == tuning.Setting(0.002, SGD, 2.5)
+    assert start.moved("inner_lr", 1) == tuning.Setting(0.008, SGD, 10.0)
+
+
+def test_selection_uses_validation_and_a_capped_search_says_it_is_not_bracketed() -> None:
+    trial, seen = _fake(lambda s: -s.inner_lr)  # always better higher up: never bracketed
+    found = tuning.tune(tuning.Setting(0.001, None), ("inner_lr",), trial, max_trials=5)
+    assert len(seen) == 5 and found.best.inner_lr == 0.008  # 0.0005 (below) was tried first
+    assert found.bracketed == {"inner_lr": False}
+
+
+def test_fedavg_turns_into_sgd_when_its_lr_moves() -> None:
+    moved = tuning.Setting(0.004, OuterConfig(name="fedavg")).moved("outer_lr", 1)
+    assert moved.outer.name == "sgd" and moved.outer.lr == 2.0
 
 
 def test_validation_ids_are_kept_out_of_every_stream() -> None:
@@ -88,7 +97,7 @@ def test_sparseloco_downloads_what_the_broadcast_publishes(iambic_1024: Path) ->
                   no_tune=True, eval_batches=2, val_batches=2)  # fmt: skip
     records = {
         mode: convergence.run(
-            _bench_args(iambic_1024, broadcast=mode, broadcast_budget=2, **common)
+            _bench_args(iambic_1024 / "iambic-v1024", broadcast=mode, broadcast_budget=2, **common)
         )
         for mode in ("patch", "sparse")
     }
