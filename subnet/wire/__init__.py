@@ -18,6 +18,8 @@ from subnet.wire.payload import PayloadSpec, TensorSpec, spec_of
 from subnet.wire.reasons import Reason, Rejected
 from subnet.wire.schema import (
     SCHEMAS,
+    CheckNotice,
+    CheckVerdict,
     CommitMeta,
     FinalMark,
     FinalMeta,
@@ -31,6 +33,8 @@ from subnet.wire.schema import (
 
 __all__ = [
     "SCHEMAS",
+    "CheckNotice",
+    "CheckVerdict",
     "CommitMeta",
     "FinalMark",
     "FinalMeta",

@@ -349,9 +349,9 @@ class FinalMeta(Message):
 
 MAX_TARGETS = 8  # senders one notice names
 MAX_VERDICTS = 32  # verdicts one notice carries
-_HOTKEY = re.compile(r"[1-9A-HJ-NP-Za-km-z]{40,60}")
 _WINDOW = re.compile(r"[0-9]{1,12}")
-_ERROR = re.compile(r"inf|[0-9]{1,12}(\.[0-9]{1,12})?(e[-+]?[0-9]{1,3})?")
+_ERROR = re.compile(r"[0-9]{1,12}(\.[0-9]{1,12})?(e[-+]?[0-9]{1,3})?")
+MAX_CHECK_ERROR = 1e9  # a verdict's error as written (a failure without one, inf, is written so)
 PASS = "pass"
 RESULTS = frozenset(
     {PASS} | {r.value for r in Reason if r.value.startswith("check_")} - {"check_banned"}
@@ -378,13 +378,15 @@ def _targets_wire(targets: tuple[str, ...]) -> str:
 
 
 def _verdicts_wire(verdicts: tuple[CheckVerdict, ...]) -> str:
-    return ";".join(f"{v.window},{v.hotkey},{v.result},{v.error:.6g}" for v in verdicts)
+    return ";".join(
+        f"{v.window},{v.hotkey},{v.result},{min(v.error, MAX_CHECK_ERROR):.6g}" for v in verdicts
+    )
 
 
 def _targets(value: object) -> tuple[str, ...]:
     text = value if isinstance(value, str) else _targets_wire(tuple(value))  # type: ignore[arg-type]
     targets = tuple(t for t in text.split(",") if t) if text else ()
-    if len(targets) > MAX_TARGETS or not all(_HOTKEY.fullmatch(t) for t in targets):
+    if len(targets) > MAX_TARGETS or not all(f.is_ss58(t) for t in targets):
         raise f.FieldError(Reason.CHECK_BAD_NOTICE, f"targets: not {MAX_TARGETS} hotkeys or fewer")
     return targets
 
@@ -400,10 +402,10 @@ def _verdicts(value: object) -> tuple[CheckVerdict, ...]:
         if len(parts) != 4:
             raise f.FieldError(Reason.CHECK_BAD_NOTICE, f"{entry[:80]!r}: not 4 fields")
         window, hotkey, result, error = parts
-        if not (_WINDOW.fullmatch(window) and _HOTKEY.fullmatch(hotkey) and result in RESULTS):
+        if not (_WINDOW.fullmatch(window) and f.is_ss58(hotkey) and result in RESULTS):
             raise f.FieldError(Reason.CHECK_BAD_NOTICE, f"{entry[:80]!r}: a field does not parse")
-        if not _ERROR.fullmatch(error):
-            raise f.FieldError(Reason.CHECK_BAD_NOTICE, f"{entry[:80]!r}: error is not >= 0")
+        if not _ERROR.fullmatch(error) or not float(error) <= MAX_CHECK_ERROR:
+            raise f.FieldError(Reason.CHECK_BAD_NOTICE, f"{entry[:80]!r}: error not in [0, 1e9]")
         out.append(CheckVerdict(int(window), hotkey, result, float(error)))
     return tuple(out)
 
@@ -417,14 +419,14 @@ class CheckNotice(Message):
     targets: f.field(
         _targets,
         tuple[str, ...],
-        f"comma-separated hotkeys (base58, 40-60 characters), at most {MAX_TARGETS}",
+        f"comma-separated ss58 hotkeys (checksum verified), at most {MAX_TARGETS}",
         _targets_wire,
     ) = ()
     verdicts: f.field(
         _verdicts,
         tuple[CheckVerdict, ...],
         f"at most {MAX_VERDICTS} `window,hotkey,result,error` joined by `;`: result `pass` or a"
-        " `check_` code, error a non-negative decimal or `inf`",
+        " `check_` code, error an ASCII decimal in [0, 10^9] (a larger one, inf included, written as 1e+09)",
         _verdicts_wire,
     ) = ()
 

@@ -38,6 +38,8 @@ from subnet.storage.keys import ObjectKind, object_key, parse_key
 from subnet.storage.memory import MemoryStore
 from subnet.wire import (
     SCHEMAS,
+    CheckNotice,
+    CheckVerdict,
     Expected,
     FinalMeta,
     GradientMeta,
@@ -50,7 +52,9 @@ from subnet.wire import (
     publish_envelope,
     verify_envelope,
 )
+from subnet.wire.fields import is_ss58
 from subnet.wire.reasons import is_code
+from subnet.wire.schema import MAX_TARGETS, RESULTS
 
 PLAN = "0123456789abcdef"
 RUN, WINDOW, VERSION = "fuzz", 7, 3
@@ -186,6 +190,10 @@ def honest(kind: ObjectKind) -> dict[str, str]:
         ObjectKind.WEIGHTS: WeightsMeta(scores={a: 0.75, b: 0.25}),
         ObjectKind.DATA_GRANT: GrantMeta(grants={a: (0, 1), b: (2, 3)}),
         ObjectKind.RUN_FINAL: FinalMeta.model_validate({"final": '{"loss": 4.5, "window": 6}'}),
+        ObjectKind.CHECKS: CheckNotice(
+            targets=(a, b),
+            verdicts=(CheckVerdict(5, a, "pass", 1.5e-5), CheckVerdict(4, b, "check_codec", 1e9)),
+        ),
     }
     return messages[kind].wire()
 
@@ -243,6 +251,7 @@ KINDS = [
     ObjectKind.WEIGHTS,
     ObjectKind.DATA_GRANT,
     ObjectKind.RUN_FINAL,
+    ObjectKind.CHECKS,
 ]
 
 
@@ -432,6 +441,21 @@ def test_accepted_final_markers_are_windows_and_finite_losses() -> None:
     for _, outcome in fuzzed(ObjectKind.RUN_FINAL, 300, seed=17):
         if isinstance(outcome, FinalMeta):
             assert outcome.final.window >= 0 and math.isfinite(outcome.final.loss)
+            seen += 1
+    assert seen > 0
+
+
+def test_accepted_check_notices_name_hotkeys_and_finite_errors() -> None:
+    """What a miner (am I named?) and a validator (whom to confirm) read of a notice."""
+    seen = 0
+    for _, outcome in fuzzed(ObjectKind.CHECKS, 300, seed=23):
+        if isinstance(outcome, CheckNotice):
+            assert len(outcome.targets) <= MAX_TARGETS
+            assert all(is_ss58(t) for t in outcome.targets)
+            for verdict in outcome.verdicts:
+                assert verdict.result in RESULTS and verdict.window >= 0
+                assert math.isfinite(verdict.error) and 0 <= verdict.error <= 1e9
+                assert verdict.ok == (verdict.result == "pass")
             seen += 1
     assert seen > 0
 
