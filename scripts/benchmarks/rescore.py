@@ -149,6 +149,8 @@ def replay(events: Iterable[Mapping], cfg: ScoringConfig) -> tuple[dict[str, flo
         scored = score_window(evaluations, by["missing"], by["late"], by["stale"], by["rejected"],
                               by["copied"], cfg, records)  # fmt: skip
         scores = {hk: v.score for hk, v in scored.items()}
+        # probation, after scoring, as the validator applied it (``Validator._unpaid``)
+        scores |= {hk: 0.0 for hk, (why, _) in verdicts.items() if why == "unverified"}
         moving = update_moving(moving, scores, registered, cfg)
         for hk, (why, logged) in verdicts.items():
             if why == "scored" and hk in scores:

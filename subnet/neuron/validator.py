@@ -273,9 +273,9 @@ class Validator(BaseNeuron):
         paid = {hk for hk, v in verdicts.items() if v.score > 0}
         if not self.rt.cfg.protocol.scoring.pay_unverified and self.checker.active:
             if paid & verified.keys():
-                unpaid = {hk: "unverified" for hk in paid if hk not in verified}
+                unpaid = {hk: "no check of it has passed yet" for hk in paid if hk not in verified}
         return {
-            hk: replace(v, score=0.0, reason="rejected", detail=unpaid[hk]) if hk in unpaid else v
+            hk: replace(v, score=0.0, reason="unverified", detail=unpaid[hk]) if hk in unpaid else v
             for hk, v in verdicts.items()
         }
 

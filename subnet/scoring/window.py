@@ -20,7 +20,9 @@ from subnet.scoring.config import ScoringConfig
 from subnet.scoring.evidence import Specificity, usefulness
 from subnet.scoring.record import gain_ratio, record_credit
 
-Reason = Literal["scored", "missing", "late", "stale", "rejected", "copied"]
+# ``unverified``: scored 0 by a validator under probation (``scoring.pay_unverified``: no check
+# of the sender has passed yet); set after scoring, by ``subnet.neuron.validator``.
+Reason = Literal["scored", "unverified", "missing", "late", "stale", "rejected", "copied"]
 
 # When a hotkey lands in several buckets, the first one here wins: an upload that is missing cannot
 # be anything else, an unverifiable one (bad signature) proves nothing about its timing, and a copy

@@ -201,7 +201,7 @@ def _table(headers: list[tuple[str, bool]], rows: list[list[str]], empty: str) -
 def _verdict_cell(r: summary.RosterRow) -> str:
     if not r.verdicts:
         return DASH
-    order = ("scored", "late", "missing", "stale", "rejected", "copied")
+    order = ("scored", "unverified", "late", "missing", "stale", "rejected", "copied")
     counts = sorted(r.verdicts.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order
                                                          else len(order), kv[0]))  # fmt: skip
     text = " · ".join(f"{escape(k)} {v}" for k, v in counts)
