@@ -21,11 +21,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .compression.config import CompressionConfig
-from .scoring import ScoringConfig
+from .scoring.config import ScoringConfig
 from .storage.config import StorageConfig
 from .storage.keys import PROTOCOL_VERSION
-from .training.config import AggregationConfig, InnerConfig, OuterConfig
-from .training.parallel import ParallelConfig
+from .training.config import AggregationConfig, InnerConfig, OuterConfig, ParallelConfig
 
 NETWORK_NAMES = ("finney", "test", "local")
 _SIM = re.compile(r"^sim://[A-Za-z0-9.\-]+:\d{1,5}$")
