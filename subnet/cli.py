@@ -91,13 +91,21 @@ def iter_flags(model: type[BaseModel] = BeamConfig) -> Iterator[Flag]:
 # a role's --help lists only these. Protocol settings are shared by every participant.
 ROLE_SETTINGS: dict[str, tuple[str, ...]] = {
     "miner": ("protocol.", "netuid", "room", "run", "wallet.", "subtensor.", "logging.",
-              "neuron.", "storage.", "wandb."),
+              "neuron.", "storage.", "wandb.", "parallel."),
     "validator": ("protocol.", "netuid", "room", "run", "wallet.", "subtensor.", "logging.",
                   "neuron.", "storage.", "wandb."),
     "holder": ("protocol.", "netuid", "room", "run", "wallet.", "subtensor.", "logging.",
                "neuron.", "storage.", "data.", "wandb."),
     "chain": ("netuid", "wallet.", "subtensor.", "logging."),
 }  # fmt: skip
+
+# --help lists a node's own settings first, in the order an operator sets them, then the
+# protocol's (shared by everyone, usually from the --config file the subnet publishes).
+SECTION_ORDER = ("node", "wallet", "subtensor", "storage", "neuron", "logging", "parallel")
+PROTOCOL_TITLE = (
+    "protocol settings (shared by every participant; take them from the --config file the "
+    "subnet or run publishes, do not set them one by one)"
+)
 
 SECRETS_HELP = (
     "Secrets are never flags: a wallet password comes from BT_WALLET_PASSWORD or the file named "
@@ -166,16 +174,17 @@ def build_parser(
         help="read settings from a TOML file ([protocol] table for the shared settings)",
     )  # fmt: skip
     shown = ROLE_SETTINGS.get(role or "")
+    flags = sorted(iter_flags(model), key=lambda f: _section_rank(_section(f)))
     groups: dict[str, argparse._ArgumentGroup] = {}
-    for flag in iter_flags(model):
+    for flag in flags:
         default = ",".join(map(str, flag.default)) if flag.kind is tuple else flag.default
         choices = f"; one of {', '.join(map(str, flag.choices))}" if flag.choices else ""
         text = f"{flag.help} (default: {default}{choices}; env {flag.env})".replace("%", "%%")
         if shown is not None and not flag.name.startswith(shown):
             text = argparse.SUPPRESS
-        section = flag.name.split(".", 1)[0] if "." in flag.name else "node"
+        section = _section(flag)
         if section not in groups:
-            title = "protocol (shared by every participant)" if section == "protocol" else section
+            title = PROTOCOL_TITLE if section == "protocol" else section
             groups[section] = parser.add_argument_group(title)
         group = groups[section]
         if flag.kind is bool:
@@ -186,6 +195,19 @@ def build_parser(
             metavar = flag.name.rsplit(".", 1)[-1].upper()
             group.add_argument(f"--{flag.name}", default=None, metavar=metavar, help=text)
     return parser
+
+
+def _section(flag: Flag) -> str:
+    """The --help heading of a flag: its first dotted part (``node`` for top-level ones)."""
+    return flag.name.split(".", 1)[0] if "." in flag.name else "node"
+
+
+def _section_rank(section: str) -> int:
+    """Node sections in ``SECTION_ORDER``, other node sections after them, protocol last
+    (a stable sort keeps each section's own order)."""
+    if section == "protocol":
+        return len(SECTION_ORDER) + 1
+    return SECTION_ORDER.index(section) if section in SECTION_ORDER else len(SECTION_ORDER)
 
 
 def _set(tree: dict, path: tuple[str, ...], value: Any) -> None:
