@@ -255,7 +255,11 @@ class BaseNeuron(ABC):
             return self.actions[step.action](self, step)
         except WINDOW_ERRORS as error:
             reason = getattr(error, "reason", type(error).__name__)
-            logger.error("{}: {} failed ({}): {}", self.role, step, reason, error)
+            # A step its own role chose not to run (a miner too late to upload in time) is
+            # news, not an error: ``log_level`` on the exception says so.
+            level = getattr(error, "log_level", "ERROR")
+            what = "failed" if level == "ERROR" else "not run"
+            logger.log(level, "{}: {} {} ({}): {}", self.role, step, what, reason, error)
             self.rt.metrics.log("window_failed", window=step.window, step=step.action,
                                 reason=str(reason))  # fmt: skip
         except Exception as error:  # a bug or a peer's data we did not foresee: log it, go on
