@@ -157,12 +157,15 @@ def build_parser(
     description: str,
     model: type[BaseModel] = BeamConfig,
     role: str | None = None,
+    shown: tuple[str, ...] | None = None,
+    node_title: str = "node",
 ) -> argparse.ArgumentParser:
     """An argparse parser with one flag per setting plus ``--config`` and ``--version``.
 
     Abbreviated flags are refused (``--wallet.n`` is not ``--wallet.name``); a boolean setting
-    takes ``--x`` / ``--no-x``. With ``role`` (a key of ``ROLE_SETTINGS``) the help lists only
-    the settings that role reads; the others are still accepted.
+    takes ``--x`` / ``--no-x``. With ``role`` (a key of ``ROLE_SETTINGS``), or ``shown`` (flag
+    name prefixes), the help lists only those settings; the others are still accepted.
+    ``node_title`` heads the top-level flags.
     """
     parser = ArgParser(
         prog=prog, usage=f"{prog} [--config FILE.toml] [--SETTING VALUE ...]",
@@ -173,7 +176,7 @@ def build_parser(
         "--config", metavar="FILE.toml",
         help="read settings from a TOML file ([protocol] table for the shared settings)",
     )  # fmt: skip
-    shown = ROLE_SETTINGS.get(role or "")
+    shown = shown if shown is not None else ROLE_SETTINGS.get(role or "")
     flags = sorted(iter_flags(model), key=lambda f: _section_rank(_section(f)))
     groups: dict[str, argparse._ArgumentGroup] = {}
     for flag in flags:
@@ -184,7 +187,7 @@ def build_parser(
             text = argparse.SUPPRESS
         section = _section(flag)
         if section not in groups:
-            title = PROTOCOL_TITLE if section == "protocol" else section
+            title = {"protocol": PROTOCOL_TITLE, "node": node_title}.get(section, section)
             groups[section] = parser.add_argument_group(title)
         group = groups[section]
         if flag.kind is bool:
@@ -193,7 +196,11 @@ def build_parser(
             )
         else:
             metavar = flag.name.rsplit(".", 1)[-1].upper()
-            group.add_argument(f"--{flag.name}", default=None, metavar=metavar, help=text)
+            # A list setting may be repeated (--param a=1 --param b=2) or comma-separated.
+            action = "append" if flag.kind is tuple else "store"
+            group.add_argument(
+                f"--{flag.name}", default=None, metavar=metavar, help=text, action=action
+            )
     return parser
 
 
@@ -257,7 +264,9 @@ def resolve(
     for flag in flags:
         value = given.get(flag.name)
         if value is not None:
-            _set(tree, flag.path, value.split(",") if flag.kind is tuple else value)
+            if flag.kind is tuple:  # repeated and/or comma-separated
+                value = [part for item in value for part in item.split(",")]
+            _set(tree, flag.path, value)
     try:
         return model.model_validate(tree)
     except ValidationError as error:
@@ -286,9 +295,11 @@ def parse_config(
     env: Mapping[str, str] | None = None,
     model: type[BaseModel] = BeamConfig,
     role: str | None = None,
+    shown: tuple[str, ...] | None = None,
+    node_title: str = "node",
 ) -> Any:
     """Parse flags, environment and ``--config`` into a validated config (or ConfigError)."""
-    parser = build_parser(prog, description, model, role)
+    parser = build_parser(prog, description, model, role, shown, node_title)
     return resolve(parser.parse_args(argv), env, model)
 
 
