@@ -176,6 +176,11 @@ class NeuronConfig(_Strict):
     max_windows: int = Field(
         0, ge=0, description="stop after handling this many windows (0: run on)"
     )
+    overwrite_commitment: bool = Field(
+        False,
+        description="on finney or test: replace this hotkey's chain commitment even when it is "
+        "not Beam's (another subnet's software wrote it); off, the neuron stops and says so",
+    )
 
 
 class DataConfig(_Strict):

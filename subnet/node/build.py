@@ -57,8 +57,10 @@ def build_runtime(cfg: BeamConfig, role: str) -> Runtime:
     network = node.subtensor.network
     local = network.startswith(LOCAL_NETWORK_PREFIXES) or network == "local"
     readers = ReaderPool(factory=counting_factory(s3_reader, meter), allow_private_endpoints=local)
-    membership = ChainMembership(chain, cfg.protocol.holder_hotkey, readers,
-                                 JoinSettings(wallet, node.storage))  # fmt: skip
+    join = JoinSettings(
+        wallet, node.storage, guard=not local, overwrite=node.neuron.overwrite_commitment
+    )
+    membership = ChainMembership(chain, cfg.protocol.holder_hotkey, readers, join)
     membership.join()
     try:
         plan = subnet_plan(cfg.protocol, membership.refresh())
