@@ -31,7 +31,7 @@ from ..wire import Rejected
 from .gates import GATES
 from .rules import STOP_RULES
 from .runtime import Runtime
-from .state import StateFile
+from .state import StateFile, StateWriteError
 from .steps import Action, Step
 
 # Failures that cost one step, not the process.
@@ -253,6 +253,8 @@ class BaseNeuron(ABC):
         self.busy = True
         try:
             return self.actions[step.action](self, step)
+        except StateWriteError:
+            raise  # a disk that refuses the state stops the neuron (one line, by the entry point)
         except WINDOW_ERRORS as error:
             reason = getattr(error, "reason", type(error).__name__)
             # A step its own role chose not to run (a miner too late to upload in time) is

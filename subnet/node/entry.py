@@ -6,6 +6,7 @@ once, and torch, the chain SDK and the role's code load only for a neuron that w
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import signal
 from typing import TYPE_CHECKING
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING
 from loguru import logger
 
 from ..cli import parse_config, run_guarded
+from ..errors import SetupError
 
 if TYPE_CHECKING:
     from ..neuron.base import BaseNeuron
@@ -107,8 +109,13 @@ def run_role(role: type[BaseNeuron] | str, description: str, argv: list[str] | N
                 signal.signal(sig, lambda *_: neuron.stop())
             try:
                 run_until_stopped(neuron, cfg.node.neuron.max_windows or None)
-            finally:
+            except BaseException:
+                with contextlib.suppress(SetupError):  # the error that stops it is the news
+                    neuron.save()
+                raise
+            else:
                 neuron.save()
+            finally:
                 neuron.rt.metrics.close()
         return 0
 
