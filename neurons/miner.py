@@ -11,8 +11,7 @@ See docs/miner.md.
 
 import sys
 
-from subnet.neuron.miner import Miner
 from subnet.node.entry import run_role
 
 if __name__ == "__main__":
-    sys.exit(run_role(Miner, __doc__.split("\n")[0]))
+    sys.exit(run_role("miner", __doc__.split("\n")[0]))

@@ -9,8 +9,7 @@ See docs/model_holder.md.
 
 import sys
 
-from subnet.neuron.holder import ModelHolder
 from subnet.node.entry import run_role
 
 if __name__ == "__main__":
-    sys.exit(run_role(ModelHolder, __doc__.split("\n")[0]))
+    sys.exit(run_role("holder", __doc__.split("\n")[0]))

@@ -9,8 +9,7 @@ See docs/validator.md.
 
 import sys
 
-from subnet.neuron.validator import Validator
 from subnet.node.entry import run_role
 
 if __name__ == "__main__":
-    sys.exit(run_role(Validator, __doc__.split("\n")[0]))
+    sys.exit(run_role("validator", __doc__.split("\n")[0]))

@@ -1,60 +1,104 @@
-"""`make demo-room`: @beam/scored-subnet in a private room on this machine, no chain, then its run page.
+"""`make demo-room`: any builtin topology as a private room on this machine, no chain, then its run page.
 
-Prepares the default dataset if missing, starts an S3 server, creates a room owned by the model
-holder, invites validators and miners (signed, single-use invites each redeemed by the member's
-own wallet and admitted by the owner), publishes a run, starts every member as its own process
-through ``neurons/*.py --room ... --run ...``, prints each merged round, stops everything and
-writes the run page. Ctrl-C stops every process.
+Prepares the default dataset if missing, times an inner step and an evaluation pass here (under
+the machine's current load) and sizes the window from them, starts an S3 server, creates a room
+owned by the member that leads the run, invites every other member into the topology's slots
+(signed, single-use invites each redeemed by the member's own wallet and admitted), publishes
+the run pinned to the topology's exact version, starts every member as its own process through
+``neurons/*.py --room ... --run ...``, prints one line per round, stops everything and writes
+the run page. Ctrl-C stops every process.
 
-    python scripts/demo_room.py                        # 2 validators, 2 miners, 5 rounds, tiny
-    python scripts/demo_room.py --miners 3 --rounds 10
+    python scripts/demo_room.py                                    # @beam/scored-subnet@2.0.0
+    python scripts/demo_room.py --topology @beam/gossip-ring@1.0.0 --param mix=0.25
+    python scripts/demo_room.py --miners 3 --rounds 10             # the scored subnet, bigger
 """
 
 from __future__ import annotations
 
-import argparse
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from subnet.cli import ArgParser, run_guarded
+from subnet.config import ConfigError
 from subnet.logs import setup_logging
-from subnet.monitor.report.units import fmt_bytes
-from subnet.room.local import LocalRoom, RoomSettings
+from subnet.room.local import SUBNET, LocalRoom, RoomSettings
+from subnet.room.template import parse_params
+from subnet.room.watch import Round, round_line, round_of, summary
+from subnet.topology import PlanError, load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--miners", type=int, default=2)
-    parser.add_argument("--validators", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=5, help="merged model versions to run")
+    parser = ArgParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--topology", default=SUBNET, help="@beam/NAME@VERSION (docs/topologies.md)"
+    )
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a topology parameter (repeat for several)",
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="rounds to run (merged versions)")
+    parser.add_argument("--miners", type=int, default=2, help="members of a `miner` slot")
+    parser.add_argument("--validators", type=int, default=2, help="members of a `validator` slot")
     parser.add_argument(
         "--preset", default="tiny", help="model preset: tiny, small, hypertrain-20m"
     )
+    parser.add_argument("--inner-steps", type=int, default=10, help="H: inner steps per round")
     parser.add_argument("--tick-seconds", type=float, default=0.5, help="seconds per tick")
-    parser.add_argument("--window-ticks", type=int, default=40, help="ticks per window")
-    parser.add_argument("--run-dir", default=None, help="default: runs/room-<time>")
+    parser.add_argument(
+        "--window-ticks",
+        type=int,
+        default=None,
+        help="ticks per window (default: calibrated here, at least 20)",
+    )
+    parser.add_argument("--run-dir", default=None, help="default: runs/room-<topology>-<time>")
     args = parser.parse_args()
     setup_logging(node="demo-room")
-    settings = RoomSettings(miners=args.miners, validators=args.validators, rounds=args.rounds,
-                            preset=args.preset, data_dir=str(ROOT / "data"),
-                            tick_seconds=args.tick_seconds, window_ticks=args.window_ticks)  # fmt: skip
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "prepare_data.py"), "--out",
-                    str(ROOT / "data" / settings.dataset)], check=True)  # fmt: skip
-    run_dir = Path(args.run_dir or ROOT / "runs" / time.strftime("room-%Y%m%d-%H%M%S"))
+    try:
+        spec = load_spec(args.topology)
+    except PlanError as error:
+        raise ConfigError(f"--topology {args.topology}: {error}") from None
+    settings = RoomSettings(
+        miners=args.miners,
+        validators=args.validators,
+        rounds=args.rounds,
+        preset=args.preset,
+        data_dir=str(ROOT / "data"),
+        tick_seconds=args.tick_seconds,
+        inner_steps=args.inner_steps,
+        topology=spec.ref,
+        params=parse_params(spec, args.param),
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "prepare_data.py"),
+            "--out",
+            str(ROOT / "data" / settings.dataset),
+        ],
+        check=True,
+    )
+    size_window(settings, args.window_ticks)
+    name = spec.name.removeprefix("@beam/")
+    run_dir = Path(args.run_dir or ROOT / "runs" / time.strftime(f"room-{name}-%Y%m%d-%H%M%S"))
     room = LocalRoom(run_dir, settings)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         room.start()
-        print(f"\nroom {room.address}, run {settings.run}; run folder: {run_dir}")
-        print(f"{'round':>5} {'window':>6} {'miners':>6} {'reports':>7} {'held-out loss':>13} "
-              f"{'sent':>10}")  # fmt: skip
-        finished = _watch(
-            room, timeout=90 + 3 * args.rounds * args.window_ticks * args.tick_seconds
+        members = ", ".join(f"{n} ({slot})" for n, slot in settings.members().items())
+        print(
+            f"\nroom {room.address}, run {settings.run} of {spec.ref}; members: {members}"
+            f"\nround 0 starts in {room.origin - time.time():.0f} s; run folder: {run_dir}",
+            flush=True,
         )
+        finished, rounds = watch(room, spec)
     except KeyboardInterrupt:
         print("\ninterrupted; stopping every process")
         room.stop()
@@ -63,33 +107,101 @@ def main() -> int:
         room.stop()
         raise
     codes = room.stop()
-    report = subprocess.run([sys.executable, str(ROOT / "scripts" / "report.py"), str(run_dir)],
-                            capture_output=True, text=True)  # fmt: skip
+    seconds = max(0.0, time.time() - room.origin)
+    start = [v["heldout_loss"] for v in room.versions() if v.get("version") == 0]
+    for line in summary(rounds, seconds, start[0] if start else None):
+        print(line)
+    report = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "report.py"), str(run_dir)],
+        capture_output=True,
+        text=True,
+    )
     page = report.stdout.strip().splitlines()[-1] if report.returncode == 0 else "unavailable"
     print(f"run page: {page}")
-    ok = finished and all(code == 0 for code in codes.values())
-    print("all processes stopped" + ("" if ok else f" (exit codes {codes})"))
-    return 0 if ok else 1
+    # A run whose stop rule ended it exits 0 by itself; the rest were stopped by SIGTERM (0).
+    bad = {n: c for n, c in codes.items() if c not in (0, None)}
+    print(
+        "all processes stopped"
+        + (f" (non-zero exit codes: {bad}; logs in {run_dir / 'logs'})" if bad else "")
+    )
+    return 0 if finished and not bad else 1
 
 
-def _watch(room: LocalRoom, timeout: float) -> bool:
-    """Print each new version until ``rounds`` merged ones; False on timeout."""
-    seen, deadline = 0, time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        dead = [name for name, up in room.alive().items() if not up]
-        if dead:
-            raise RuntimeError(f"members exited early: {dead}; see {room.root / 'logs'}")
-        versions = room.versions()
-        for v in versions[seen:]:
-            sent = fmt_bytes(v["bytes"]) if v.get("bytes") else "-"
-            print(f"{v['version']:>5} {v['window']:>6} {len(v.get('contributors', {})):>6} "
-                  f"{v.get('reports', 0):>7} {v['heldout_loss']:>13.4f} {sent:>10}", flush=True)  # fmt: skip
-        seen = len(versions)
-        if len([v for v in versions if v["version"] > 0]) >= room.settings.rounds:
-            return True
+def size_window(settings: RoomSettings, ticks: int | None) -> None:
+    """The window: ``ticks`` as given, or calibrated from an inner step and an evaluation pass
+    timed here (``subnet.localnet.calibrate``), so every phase fits this machine now."""
+    if ticks:
+        settings.window_ticks = ticks
+        return
+    from subnet.data import TokenDataset
+    from subnet.localnet.calibrate import calibrate
+
+    slots = list(settings.members().values())
+    spec = load_spec(settings.topology)
+    classes = [spec.roles[s].role_class for s in slots]
+    vocab = TokenDataset.from_folder(Path(settings.data_dir) / settings.dataset, 64).vocab_size
+    steps = max(
+        (
+            v
+            for k, v in settings.template().params.items()
+            if k in ("inner_steps", "local_steps") and isinstance(v, int)
+        ),
+        default=settings.inner_steps,
+    )
+    cal = calibrate(
+        settings.preset,
+        vocab,
+        steps,
+        settings.tick_seconds,
+        max(1, classes.count("miner")),
+        validators=classes.count("validator"),
+    )
+    print(cal.describe(settings.tick_seconds).replace("blocks", "ticks"), flush=True)
+    settings.window_ticks = cal.window_blocks
+    settings.phases = (cal.upload_deadline, cal.report_deadline, cal.reveal_deadline)
+
+
+def watch(room: LocalRoom, spec) -> tuple[bool, list[Round]]:
+    """Print each round once it is over, until the run is done; (done, the rounds)."""
+    s = room.settings
+    members = s.members()
+    roles = {n: spec.roles[slot].role_class for n, slot in members.items()}
+    never = spec.stop["rule"] == "never"
+    window_s = s.window_ticks * s.tick_seconds
+    deadline = room.origin + (s.rounds + 4) * 2 * window_s + 60
+    shown: list[Round] = []
+    while True:
+        records = {n: room.metrics(n) for n in members}
+        now = room.window_now()
+        while now >= len(shown) + 1.05:  # round w is over (and its merge is published)
+            r = round_of(len(shown), records, roles, room.owner)
+            shown.append(r)
+            print(round_line(r), flush=True)
+        codes = {n: p.poll() for n, p in room.procs.items()}
+        failed = {n: c for n, c in codes.items() if c not in (None, 0)}
+        if failed:
+            print(f"members exited with errors: {failed}; see {room.root / 'logs'}")
+            return False, shown
+        merged = sum(1 for r in shown if r.merged)
+        if never and merged >= s.rounds:
+            return True, shown
+        if all(c is not None for c in codes.values()):  # the stop rule ended every member
+            for w in range(len(shown), int(now) + 1):  # the last rounds, not yet shown
+                r = round_of(w, {n: room.metrics(n) for n in members}, roles, room.owner)
+                if not r.empty:
+                    shown.append(r)
+                    print(round_line(r), flush=True)
+            return True, shown
+        if not never and now >= s.rounds + 2:  # past the last round: members that did not
+            return True, shown  # stop by themselves are stopped now (their exit codes say how)
+        if time.time() > deadline:
+            print(
+                f"timed out after {len(shown)} rounds ({merged} merged); logs in "
+                f"{room.root / 'logs'}"
+            )
+            return False, shown
         time.sleep(1)
-    return False
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_guarded(main))

@@ -91,13 +91,21 @@ def iter_flags(model: type[BaseModel] = BeamConfig) -> Iterator[Flag]:
 # a role's --help lists only these. Protocol settings are shared by every participant.
 ROLE_SETTINGS: dict[str, tuple[str, ...]] = {
     "miner": ("protocol.", "netuid", "room", "run", "wallet.", "subtensor.", "logging.",
-              "neuron.", "storage.", "wandb."),
+              "neuron.", "storage.", "wandb.", "parallel."),
     "validator": ("protocol.", "netuid", "room", "run", "wallet.", "subtensor.", "logging.",
                   "neuron.", "storage.", "wandb."),
     "holder": ("protocol.", "netuid", "room", "run", "wallet.", "subtensor.", "logging.",
                "neuron.", "storage.", "data.", "wandb."),
     "chain": ("netuid", "wallet.", "subtensor.", "logging."),
 }  # fmt: skip
+
+# --help lists a node's own settings first, in the order an operator sets them, then the
+# protocol's (shared by everyone, usually from the --config file the subnet publishes).
+SECTION_ORDER = ("node", "wallet", "subtensor", "storage", "neuron", "logging", "parallel")
+PROTOCOL_TITLE = (
+    "protocol settings (shared by every participant; take them from the --config file the "
+    "subnet or run publishes, do not set them one by one)"
+)
 
 SECRETS_HELP = (
     "Secrets are never flags: a wallet password comes from BT_WALLET_PASSWORD or the file named "
@@ -149,12 +157,15 @@ def build_parser(
     description: str,
     model: type[BaseModel] = BeamConfig,
     role: str | None = None,
+    shown: tuple[str, ...] | None = None,
+    node_title: str = "node",
 ) -> argparse.ArgumentParser:
     """An argparse parser with one flag per setting plus ``--config`` and ``--version``.
 
     Abbreviated flags are refused (``--wallet.n`` is not ``--wallet.name``); a boolean setting
-    takes ``--x`` / ``--no-x``. With ``role`` (a key of ``ROLE_SETTINGS``) the help lists only
-    the settings that role reads; the others are still accepted.
+    takes ``--x`` / ``--no-x``. With ``role`` (a key of ``ROLE_SETTINGS``), or ``shown`` (flag
+    name prefixes), the help lists only those settings; the others are still accepted.
+    ``node_title`` heads the top-level flags.
     """
     parser = ArgParser(
         prog=prog, usage=f"{prog} [--config FILE.toml] [--SETTING VALUE ...]",
@@ -165,17 +176,18 @@ def build_parser(
         "--config", metavar="FILE.toml",
         help="read settings from a TOML file ([protocol] table for the shared settings)",
     )  # fmt: skip
-    shown = ROLE_SETTINGS.get(role or "")
+    shown = shown if shown is not None else ROLE_SETTINGS.get(role or "")
+    flags = sorted(iter_flags(model), key=lambda f: _section_rank(_section(f)))
     groups: dict[str, argparse._ArgumentGroup] = {}
-    for flag in iter_flags(model):
+    for flag in flags:
         default = ",".join(map(str, flag.default)) if flag.kind is tuple else flag.default
         choices = f"; one of {', '.join(map(str, flag.choices))}" if flag.choices else ""
         text = f"{flag.help} (default: {default}{choices}; env {flag.env})".replace("%", "%%")
         if shown is not None and not flag.name.startswith(shown):
             text = argparse.SUPPRESS
-        section = flag.name.split(".", 1)[0] if "." in flag.name else "node"
+        section = _section(flag)
         if section not in groups:
-            title = "protocol (shared by every participant)" if section == "protocol" else section
+            title = {"protocol": PROTOCOL_TITLE, "node": node_title}.get(section, section)
             groups[section] = parser.add_argument_group(title)
         group = groups[section]
         if flag.kind is bool:
@@ -184,8 +196,25 @@ def build_parser(
             )
         else:
             metavar = flag.name.rsplit(".", 1)[-1].upper()
-            group.add_argument(f"--{flag.name}", default=None, metavar=metavar, help=text)
+            # A list setting may be repeated (--param a=1 --param b=2) or comma-separated.
+            action = "append" if flag.kind is tuple else "store"
+            group.add_argument(
+                f"--{flag.name}", default=None, metavar=metavar, help=text, action=action
+            )
     return parser
+
+
+def _section(flag: Flag) -> str:
+    """The --help heading of a flag: its first dotted part (``node`` for top-level ones)."""
+    return flag.name.split(".", 1)[0] if "." in flag.name else "node"
+
+
+def _section_rank(section: str) -> int:
+    """Node sections in ``SECTION_ORDER``, other node sections after them, protocol last
+    (a stable sort keeps each section's own order)."""
+    if section == "protocol":
+        return len(SECTION_ORDER) + 1
+    return SECTION_ORDER.index(section) if section in SECTION_ORDER else len(SECTION_ORDER)
 
 
 def _set(tree: dict, path: tuple[str, ...], value: Any) -> None:
@@ -235,7 +264,9 @@ def resolve(
     for flag in flags:
         value = given.get(flag.name)
         if value is not None:
-            _set(tree, flag.path, value.split(",") if flag.kind is tuple else value)
+            if flag.kind is tuple:  # repeated and/or comma-separated
+                value = [part for item in value for part in item.split(",")]
+            _set(tree, flag.path, value)
     try:
         return model.model_validate(tree)
     except ValidationError as error:
@@ -264,9 +295,11 @@ def parse_config(
     env: Mapping[str, str] | None = None,
     model: type[BaseModel] = BeamConfig,
     role: str | None = None,
+    shown: tuple[str, ...] | None = None,
+    node_title: str = "node",
 ) -> Any:
     """Parse flags, environment and ``--config`` into a validated config (or ConfigError)."""
-    parser = build_parser(prog, description, model, role)
+    parser = build_parser(prog, description, model, role, shown, node_title)
     return resolve(parser.parse_args(argv), env, model)
 
 

@@ -21,11 +21,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .compression.config import CompressionConfig
-from .scoring import ScoringConfig
+from .scoring.config import ScoringConfig
 from .storage.config import StorageConfig
 from .storage.keys import PROTOCOL_VERSION
-from .training.config import AggregationConfig, InnerConfig, OuterConfig
-from .training.parallel import ParallelConfig
+from .training.config import AggregationConfig, InnerConfig, OuterConfig, ParallelConfig
 
 NETWORK_NAMES = ("finney", "test", "local")
 _SIM = re.compile(r"^sim://[A-Za-z0-9.\-]+:\d{1,5}$")
@@ -187,6 +186,11 @@ class NeuronConfig(_Strict):
     threads: int = Field(0, ge=0, description="torch CPU threads (0: torch's default)")
     max_windows: int = Field(
         0, ge=0, description="stop after handling this many windows (0: run on)"
+    )
+    overwrite_commitment: bool = Field(
+        False,
+        description="on finney or test: replace this hotkey's chain commitment even when it is "
+        "not Beam's (another subnet's software wrote it); off, the neuron stops and says so",
     )
 
 

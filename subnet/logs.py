@@ -34,10 +34,20 @@ def setup_logging(
     level = "TRACE" if trace else "DEBUG" if debug else "INFO"
     logger.remove()
     logger.configure(extra={"node": node})
-    logger.add(sys.stderr, level=level, format=_FORMAT, colorize=sys.stderr.isatty())
+    # diagnose=False: a traceback never prints local variables (a page of them buried the one
+    # line that mattered, and a local may hold a secret).
+    logger.add(
+        sys.stderr, level=level, format=_FORMAT, colorize=sys.stderr.isatty(), diagnose=False
+    )
     if log_dir:
         Path(log_dir).mkdir(parents=True, exist_ok=True)
-        logger.add(Path(log_dir) / f"{node}.log", level=level, format=_FORMAT, rotation="50 MB")
+        logger.add(
+            Path(log_dir) / f"{node}.log",
+            level=level,
+            format=_FORMAT,
+            rotation="50 MB",
+            diagnose=False,
+        )
     sdk = logging.getLogger("bittensor")
     sdk.handlers = [h for h in sdk.handlers if not isinstance(h, _ToLoguru)]
     sdk.addHandler(_ToLoguru())

@@ -45,8 +45,21 @@ class ChainClient:
         """Connect to ``network`` and check that ``netuid`` exists (ChainSetupError if not)."""
         client = cls(connect(network), netuid)
         client.network = network
-        client.metagraph()
+        try:
+            client.metagraph()
+        except BaseException:
+            client.close()
+            raise
         return client
+
+    def close(self) -> None:
+        """Close the connection (best effort). A neuron that stops on a setup error closes it
+        before the interpreter exits: an open websocket's event loop, collected at shutdown,
+        printed ``BaseEventLoop.__del__ ... Invalid file descriptor`` after the error line."""
+        try:
+            self.subtensor.close()
+        except Exception as error:  # noqa: BLE001 - closing is best effort; the error stands
+            logger.debug("closing the chain connection: {}", error)
 
     # Reads ---------------------------------------------------------------------------------
 

@@ -8,13 +8,15 @@ up to 384 UTF-8 bytes is split into that many ``RawN`` fields and read back by c
 from __future__ import annotations
 
 from ..storage.commitment import MAX_COMMITMENT_BYTES as MAX_BYTES
-from ..storage.commitment import MAX_FIELD_BYTES, MAX_FIELDS
+from ..storage.commitment import MAX_FIELD_BYTES, MAX_FIELDS, is_beam_commitment
+from .errors import ChainSetupError
 
 __all__ = [
     "MAX_BYTES",
     "MAX_FIELDS",
     "MAX_FIELD_BYTES",
     "CommitmentTooLarge",
+    "check_overwrite",
     "from_fields",
     "to_fields",
 ]
@@ -46,3 +48,19 @@ def from_fields(fields: list) -> str:
             if variant.startswith("Raw") and isinstance(value, str):
                 data += bytes.fromhex(value.removeprefix("0x"))
     return data.decode("utf-8", errors="replace")
+
+
+def check_overwrite(current: str | None, hotkey: str, netuid: int, overwrite: bool) -> None:
+    """Before a neuron commits on a real network: refuse to replace a commitment that is not
+    Beam's (the hotkey is in use by another subnet's software) unless ``overwrite``.
+
+    Raises ChainSetupError with one line naming what would be lost and how to go on.
+    """
+    if current is None or current == "" or overwrite or is_beam_commitment(current):
+        return
+    shown = current if len(current) <= 48 else current[:45] + "..."
+    raise ChainSetupError(
+        f"hotkey {hotkey} already has a commitment on netuid {netuid} that is not Beam's "
+        f"({shown!r}); committing this node's bucket would overwrite it. Use a hotkey of its "
+        "own for Beam, or pass --neuron.overwrite_commitment to replace it"
+    )

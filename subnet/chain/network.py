@@ -47,12 +47,22 @@ def connect(network: str, *, timeout: float = 15.0) -> bt.Subtensor:
     try:
         future.result(timeout=timeout)
     except concurrent.futures.TimeoutError:
+        _close(subtensor)
         raise ChainUnavailable(_unreachable(network, f"no answer in {timeout:.0f}s")) from None
     except (bt.BittensorError, OSError) as error:
+        _close(subtensor)
         raise ChainUnavailable(_unreachable(network, str(error).splitlines()[0])) from None
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     return subtensor
+
+
+def _close(subtensor: bt.Subtensor) -> None:
+    """Best effort: nothing half-open may outlive the error line (see ChainClient.close)."""
+    try:
+        subtensor.close()
+    except Exception:  # noqa: BLE001, S110 - it never connected, or is gone already
+        return
 
 
 def _unreachable(network: str, why: str) -> str:

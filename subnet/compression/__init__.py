@@ -2,35 +2,27 @@
 
 Everything here is pure tensor code with no I/O: compressors turn named fp32 tensors into a flat
 tensor dict (a safetensors payload for the wire layer) and back; see ``docs/compression.md``.
+
+The names below are loaded on first use (``subnet.lazy``): importing the package, or its
+config module alone, imports no torch.
 """
 
-from subnet.compression.base import (
-    Compressor,
-    CompressorInfo,
-    Payload,
-    PayloadError,
-    RejectReason,
-    payload_nbytes,
-)
-from subnet.compression.config import CompressionConfig
-from subnet.compression.error_feedback import ErrorFeedback
-from subnet.compression.patch import PatchError, apply_patch, encode_patch, state_digest
-from subnet.compression.registry import COMPRESSORS, build_compressor, validate_payload
+from subnet.lazy import lazy_exports
 
-__all__ = [
-    "COMPRESSORS",
-    "CompressionConfig",
-    "Compressor",
-    "CompressorInfo",
-    "ErrorFeedback",
-    "PatchError",
-    "Payload",
-    "PayloadError",
-    "RejectReason",
-    "apply_patch",
-    "build_compressor",
-    "encode_patch",
-    "payload_nbytes",
-    "state_digest",
-    "validate_payload",
-]
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "base": [
+            "Compressor",
+            "CompressorInfo",
+            "Payload",
+            "PayloadError",
+            "RejectReason",
+            "payload_nbytes",
+        ],
+        "config": ["CompressionConfig"],
+        "error_feedback": ["ErrorFeedback"],
+        "patch": ["PatchError", "apply_patch", "encode_patch", "state_digest"],
+        "registry": ["COMPRESSORS", "build_compressor", "validate_payload"],
+    },
+)

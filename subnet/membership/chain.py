@@ -17,6 +17,7 @@ import bittensor as bt
 from loguru import logger
 
 from ..chain import ChainClient, ChainSetupError
+from ..chain.commitments import check_overwrite
 from ..storage.commitment import CommitmentError, ReadSettings, decode_commitment, encode_commitment
 from ..storage.config import StorageConfig
 from ..storage.readers import ReaderPool
@@ -62,6 +63,8 @@ class JoinSettings:
 
     wallet: Any  # bt.Wallet: signs the commitment
     storage: StorageConfig
+    guard: bool = False  # a real network: never overwrite another program's commitment unasked
+    overwrite: bool = False  # --neuron.overwrite_commitment
 
 
 class ChainMembership:
@@ -116,7 +119,11 @@ class ChainMembership:
             if current is not None and _same_location(decode_commitment(current), wanted, key):
                 return
         except CommitmentError:
-            pass  # an unparseable old commitment is replaced below
+            pass  # an unparseable old commitment is replaced below (asked first, on a real net)
+        if self._join.guard:
+            check_overwrite(
+                current, wallet.hotkey.ss58_address, self.chain.netuid, self._join.overwrite
+            )
         if key is None:
             logger.warning("no {} set: committing anonymous (public-read) access", READ_KEY_ENV)
         self.chain.commit(wallet, encode_commitment(wanted))

@@ -31,7 +31,7 @@ from ..wire import Rejected
 from .gates import GATES
 from .rules import STOP_RULES
 from .runtime import Runtime
-from .state import StateFile
+from .state import StateFile, StateWriteError
 from .steps import Action, Step
 
 # Failures that cost one step, not the process.
@@ -261,9 +261,15 @@ class BaseNeuron(ABC):
         started = time.perf_counter()
         try:
             return self.actions[step.action](self, step)
+        except StateWriteError:
+            raise  # a disk that refuses the state stops the neuron (one line, by the entry point)
         except WINDOW_ERRORS as error:
             reason = getattr(error, "reason", type(error).__name__)
-            logger.error("{}: {} failed ({}): {}", self.role, step, reason, error)
+            # A step its own role chose not to run (a miner too late to upload in time) is
+            # news, not an error: ``log_level`` on the exception says so.
+            level = getattr(error, "log_level", "ERROR")
+            what = "failed" if level == "ERROR" else "not run"
+            logger.log(level, "{}: {} {} ({}): {}", self.role, step, what, reason, error)
             self.rt.metrics.log("window_failed", window=step.window, step=step.action,
                                 reason=str(reason))  # fmt: skip
         except Exception as error:  # a bug or a peer's data we did not foresee: log it, go on

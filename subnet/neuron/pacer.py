@@ -29,6 +29,7 @@ class WindowSkipped(TimeoutError):
     """This window's work cannot reach the upload deadline: skipped early, not uploaded late."""
 
     reason = "too_slow"
+    log_level = "WARNING"  # a decision, not a failure: a room's first window is often short
 
 
 class Pacer:

@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
+
+from ..errors import SetupError
+
+
+class StateWriteError(SetupError):
+    """The state could not be written (a full or read-only disk): the neuron stops with one
+    line, since every window after this one would be lost on a restart."""
 
 
 class StateFile:
@@ -29,14 +37,23 @@ class StateFile:
         return self.meta_path.exists()
 
     def save(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
-        """Write tensors then the record, each via a temporary file and an atomic rename."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        tmp = self.tensor_path.with_suffix(".tmp")
-        save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(tmp))
-        os.replace(tmp, self.tensor_path)
-        tmp = self.meta_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(meta, indent=1, sort_keys=True))
-        os.replace(tmp, self.meta_path)
+        """Write tensors then the record, each via a temporary file and an atomic rename;
+        StateWriteError (one line: where, why, what to do) when the disk refuses."""
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            tmp = self.tensor_path.with_suffix(".tmp")
+            save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(tmp))
+            os.replace(tmp, self.tensor_path)
+            tmp = self.meta_path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(meta, indent=1, sort_keys=True))
+            os.replace(tmp, self.meta_path)
+        except (OSError, SafetensorError) as error:
+            why = getattr(error, "strerror", None) or str(error).rsplit(": ", 1)[-1]
+            raise StateWriteError(
+                f"cannot save the neuron's state in {self.folder} ({why}); free space there or "
+                "point --neuron.state_dir at a disk with room, then start again (it resumes "
+                "from the last state saved)"
+            ) from None
 
     def load(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         """The saved record and tensors (empty when nothing was saved)."""

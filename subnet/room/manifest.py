@@ -26,6 +26,9 @@ SS58 = r"^[1-9A-HJ-NP-Za-km-z]{46,48}$"
 NONCE = r"^[0-9a-f]{32}$"
 DIGEST = r"^[0-9a-f]{64}$"
 SlotName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")]
+# A member's name, for people (``members``, ``status``, ``revoke --member``); the hotkey is
+# what counts. Empty: none given.
+MemberName = Annotated[str, Field(pattern=r"^([A-Za-z0-9][A-Za-z0-9._-]{0,31})?$")]
 
 
 class _Strict(BaseModel):
@@ -50,6 +53,12 @@ class RoomMember(_Strict):
     slots: list[SlotName] = Field(default_factory=list, max_length=16)
     admit: bool = False  # may issue invites and admit redemptions
     since: int = Field(0, ge=0)  # the manifest version that admitted it
+    name: MemberName = ""  # what people call it (the invite's, or the joiner's own)
+
+    @property
+    def label(self) -> str:
+        """``name (5FKhgVxx…)`` for people, or the hotkey alone without a name."""
+        return f"{self.name} ({self.hotkey[:8]}…)" if self.name else self.hotkey
 
     @field_validator("permissions")
     @classmethod
@@ -112,6 +121,11 @@ class RoomManifest(_Strict):
     def member(self, hotkey: str) -> RoomMember | None:
         """The member with ``hotkey``, or None."""
         return next((m for m in self.members if m.hotkey == hotkey), None)
+
+    def named(self, who: str) -> RoomMember | None:
+        """The member whose hotkey or name is ``who`` (a name must be unique), or None."""
+        by_name = [m for m in self.members if m.name and m.name == who]
+        return self.member(who) or (by_name[0] if len(by_name) == 1 else None)
 
     def run(self, name: str) -> RoomRun | None:
         """The run called ``name``, or None."""

@@ -1,7 +1,7 @@
 """Room mode's runtime: what ``neurons/*.py --room ADDRESS --run NAME`` runs with.
 
 The same roles and the same compiled topology as subnet mode, with other seams: membership from
-the room's signed manifest (:class:`~subnet.membership.room.RoomMembership`), a wall-clock
+the room's signed manifest (:class:`~subnet.room.membership.RoomMembership`), a wall-clock
 :class:`~subnet.clock.TimeClock` from the run's pinned origin and tick length, and no weight sink
 (scores only feed merges). The run record pins the topology version, its parameters, the shared
 protocol settings and the plan digest; a node whose code compiles another digest refuses to start.
@@ -9,7 +9,6 @@ protocol settings and the plan digest; a node whose code compiles another digest
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from loguru import logger
@@ -18,37 +17,20 @@ from ..chain import load_wallet
 from ..clock import TimeClock
 from ..config import BeamConfig, ConfigError, ProtocolConfig
 from ..errors import SetupError
-from ..membership.chain import READ_KEY_ENV, READ_SECRET_ENV
-from ..membership.room import RoomMembership
 from ..monitor import MetricsSink
 from ..neuron.registry import REGISTRIES
 from ..neuron.runtime import Runtime
 from ..preflight import bucket_hint
 from ..storage.base import StorageError
-from ..storage.commitment import ReadSettings, encode_commitment
-from ..storage.config import StorageConfig
 from ..storage.counting import ByteMeter, CountingStore, counting_factory
 from ..storage.readers import ReaderPool, s3_reader
 from ..storage.s3 import S3Store
 from ..topology import PlanError, RunPlan, Template, compile_plan, load_spec
 from ..weights import NoWeights
-from .address import parse_address
+from .address import own_read, parse_address
 from .errors import RoomError
 from .manifest import RoomRun
-
-
-def own_read(storage: StorageConfig | None) -> str:
-    """How members read this node's bucket (the read-only key pair from the environment)."""
-    if storage is None:
-        raise ConfigError("no bucket configured; set --storage.bucket (and --storage.endpoint_url "
-                          "for R2 or a local server): members read your uploads there")  # fmt: skip
-    key, secret = os.environ.get(READ_KEY_ENV), os.environ.get(READ_SECRET_ENV)
-    if bool(key) != bool(secret):
-        raise ConfigError(f"set both {READ_KEY_ENV} and {READ_SECRET_ENV}, or neither")
-    return encode_commitment(ReadSettings(
-        bucket=storage.bucket, endpoint_url=storage.endpoint_url, region=storage.region,
-        prefix=storage.prefix, access_key_id=key or None, secret_access_key=secret or None,
-    ))  # fmt: skip
+from .membership import RoomMembership
 
 
 def run_plan(run: RoomRun, membership: RoomMembership) -> RunPlan:

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from loguru import logger
 
 from ..membership.roster import PERMISSIONS
-from ..wire import Signer
 from .errors import RoomError
 from .invite import check_leave, check_redemption, make_leave, make_redemption, parse_invite
 from .manifest import Manifest, RoomManifest, RoomMember, RoomRun
 from .store import RoomStore
+
+if TYPE_CHECKING:
+    from ..wire import Signer  # a Protocol; importing subnet.wire loads torch
 
 
 def next_body(
@@ -43,24 +46,30 @@ def _hotkey(member: RoomMember) -> str:
     return member.hotkey
 
 
-def create_room(rs: RoomStore, owner: Signer, read: str, slots: list[str] = ()) -> Manifest:
+def create_room(
+    rs: RoomStore, owner: Signer, read: str, slots: list[str] = (), name: str = ""
+) -> Manifest:
     """Version 0: the owner is the only member, with every permission and the admit right."""
-    me = RoomMember(hotkey=owner.ss58_address, read=read, permissions=sorted(PERMISSIONS),
-                    slots=sorted(slots), admit=True)  # fmt: skip
+    try:
+        me = RoomMember(hotkey=owner.ss58_address, read=read, permissions=sorted(PERMISSIONS),
+                        slots=sorted(slots), admit=True, name=name)  # fmt: skip
+    except ValueError as error:
+        raise RoomError("bad_request", str(error).splitlines()[-1].strip()) from None
     body = RoomManifest(room=rs.room, owner=owner.ss58_address, version=0, members=[me],
                         created=time.time())  # fmt: skip
     return rs.create(owner, body)
 
 
-def join_room(rs: RoomStore, joiner: Signer, invite_raw: bytes, read: str) -> str:
-    """Write the joiner's redemption of an invite; returns its nonce (admission follows)."""
+def join_room(rs: RoomStore, joiner: Signer, invite_raw: bytes, read: str, name: str = "") -> str:
+    """Write the joiner's redemption of an invite; returns its nonce (admission follows).
+    ``name``: what members call the joiner (the invite's name when empty)."""
     _, invite = parse_invite(invite_raw)
     if invite.room != rs.room:
         raise RoomError("wrong_room", f"the invite is for room {invite.room!r}")
     current = rs.latest(owner=invite.owner)
     if current.body.member(joiner.ss58_address) is not None:
         raise RoomError("already_member", f"{joiner.ss58_address} is a member already")
-    rs.redeem(invite.nonce, make_redemption(joiner, invite_raw, read))
+    rs.redeem(invite.nonce, make_redemption(joiner, invite_raw, read, name))
     return invite.nonce
 
 
@@ -127,12 +136,18 @@ def left_members(rs: RoomStore, m: Manifest) -> list[str]:
 
 
 def revoke(rs: RoomStore, owner: Signer, hotkey: str, permissions: list[str] | None) -> Manifest:
-    """Take ``permissions`` from a member (all of them, and membership, when None)."""
+    """Take ``permissions`` from a member (all of them, and membership, when None); ``hotkey``
+    may also be the member's name."""
     m = rs.latest()
     _require_owner(m, owner)
-    member = m.body.member(hotkey)
+    member = m.body.named(hotkey)
     if member is None:
-        raise RoomError("not_member", f"{hotkey} is not a member of room {rs.room!r}")
+        raise RoomError(
+            "not_member",
+            f"{hotkey} is not a member of room {rs.room!r} (by "
+            "hotkey, or by a name only one member has); `members` lists them",
+        )
+    hotkey = member.hotkey
     if hotkey == m.body.owner:
         raise RoomError("bad_request", "the owner cannot revoke itself; create a new room instead")
     others = [x for x in m.body.members if x.hotkey != hotkey]

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from ..config import ProtocolConfig
 from ..membership import Roster
-from ..membership.room import room_roster
-from ..neuron.registry import REGISTRIES
 from ..topology import PlanError, RunPlan, Template, compile_plan, load_spec
-from ..wire import Signer
 from . import ops
 from .errors import RoomError
 from .manifest import Manifest, RoomRun
+from .membership import room_roster
 from .store import RoomStore
+
+if TYPE_CHECKING:
+    from ..wire import Signer  # a Protocol; importing subnet.wire loads torch
 
 
 def publish_run(rs: RoomStore, owner: Signer, name: str, template: Template,
@@ -26,6 +28,8 @@ def publish_run(rs: RoomStore, owner: Signer, name: str, template: Template,
     digest every member's node must reproduce. Its ticks start now, or at ``origin`` (unix time;
     a later origin lets every member's process start before round 0).
     """
+    from ..neuron.registry import REGISTRIES  # the role code (torch): only a run needs it
+
     try:
         spec = load_spec(template.topology)
     except PlanError as error:

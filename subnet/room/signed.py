@@ -12,12 +12,14 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bittensor.sp_core import verify
 
-from ..wire import Signer
 from .errors import RoomError
+
+if TYPE_CHECKING:
+    from ..wire import Signer  # a Protocol; importing subnet.wire loads torch
 
 DOMAIN = b"beam-room-v1\x00"
 MAX_DOC_BYTES = 256 * 1024  # a room of hundreds of members is tens of kB

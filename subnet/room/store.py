@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from ..storage.base import ObjectNotFound, ObjectStore
-from ..wire import Signer
 from .errors import RoomError
 from .manifest import (
     Manifest,
@@ -30,6 +30,9 @@ from .manifest import (
     parse_manifest,
 )
 from .signed import MAX_DOC_BYTES
+
+if TYPE_CHECKING:
+    from ..wire import Signer  # a Protocol; importing subnet.wire loads torch
 
 
 def room_prefix(room: str) -> str:

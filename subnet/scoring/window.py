@@ -131,6 +131,7 @@ def window_score(
     r_reference: float | None = None,
     h_reference: float | None = None,
     record: Sequence[float] = (),
+    alone: bool = False,
 ) -> float:
     """Score one upload for one window: >= 0, and 0 for anything not proven to help.
 
@@ -151,6 +152,16 @@ def window_score(
 
     Continuous in every measurement, so no small change flips a score from full to nothing.
 
+    ``alone``: the upload is the only one the validator evaluated in the window. Its excess
+    cannot be proven then: the reference it is measured against is the others' update, and
+    without one the sample-to-sample spread of the gains (several times the excess of a
+    window's training, ``docs/reliability.md``) swamps it, so an honest lone miner would be
+    paid nothing and never merged. A lone upload that helps both its own samples and random
+    ones is paid ``min(a, r)`` instead (the same credit and fraction factors apply). Nobody can
+    buy this: the moment a second upload is evaluated in the window (a copy of the lone one
+    included) every upload is held to the proven excess again, and a copy is then judged as
+    one; an attacker who is the only miner trains the only model there is to merge.
+
     A partial upload (``k`` of ``H`` steps, ``fraction = k / H``; its own samples are drawn from
     the prefix it trained) earns ``fraction`` times that: the first steps of a window give the
     largest loss drops, so without the factor a miner training a fraction of the work would
@@ -158,10 +169,16 @@ def window_score(
     upload's: the fraction is a claim (its receipt names a prefix of public sample ids), and a
     check loosened for it would let a sender buy room for harm by claiming fewer steps.
     """
-    if not _payable(ev, cfg):
+    if alone and _finite_losses(ev):
+        a, r = _gains(ev)
+        if not (a > cfg.min_improvement and r > 0.0):
+            return 0.0
+        score = min(a, r)
+    elif not _payable(ev, cfg):
         return 0.0
-    a, r = _gains(ev)
-    score = ev.specific.proven(cfg.proof_z) + cfg.unproven_credit * min(a, r)
+    else:
+        a, r = _gains(ev)
+        score = ev.specific.proven(cfg.proof_z) + cfg.unproven_credit * min(a, r)
     fraction = min(1.0, max(0.0, ev.fraction))
     credit = usefulness(r, r_reference, cfg.harm_tolerance)
     h = ev.heldout_gain()
@@ -301,6 +318,7 @@ def _evaluated(
 ) -> dict[str, Verdict]:
     """Verdicts of the evaluated uploads; one evaluation per hotkey."""
     evaluations = list(evaluations)
+    alone = len(evaluations) == 1  # nothing to prove an excess against (``window_score``)
     out: dict[str, Verdict] = {}
     for ev in evaluations:
         if ev.hotkey in out:
@@ -309,8 +327,11 @@ def _evaluated(
             partial = f"partial {ev.fraction:.2f}" if ev.fraction < 1.0 else ""
             reference = random_reference(evaluations, cfg, copies, ev.hotkey)
             h_reference = heldout_reference(evaluations, cfg, copies, ev.hotkey)
-            score = window_score(ev, cfg, reference, h_reference, records.get(ev.hotkey, ()))
-            out[ev.hotkey] = Verdict(ev.hotkey, score, "scored", partial)
+            score = window_score(
+                ev, cfg, reference, h_reference, records.get(ev.hotkey, ()), alone=alone
+            )
+            detail = ", ".join(x for x in (partial, "alone" if alone else "") if x)
+            out[ev.hotkey] = Verdict(ev.hotkey, score, "scored", detail)
         else:
             out[ev.hotkey] = Verdict(ev.hotkey, 0.0, "rejected", "non_finite_loss")
     return out

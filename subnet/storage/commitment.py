@@ -82,6 +82,12 @@ def encode_commitment(settings: ReadSettings) -> str:
     return text
 
 
+def is_beam_commitment(text: str) -> bool:
+    """Whether ``text`` is a Beam storage commitment of any version (``b1|...``, ``b2|...``):
+    what a neuron may replace without asking (see ``subnet.chain.commitments.check_overwrite``)."""
+    return isinstance(text, str) and re.match(r"b\d+\|", text) is not None
+
+
 def decode_commitment(text: str) -> ReadSettings:
     """Parse and validate a commitment string (as the SDK returns it: fields concatenated).
 

@@ -99,3 +99,20 @@ class AggregationConfig(BaseModel):
     trim_ratio: float = Field(
         0.1, ge=0, lt=0.5, description="fraction cut at each end (trimmed_mean)"
     )
+
+
+class ParallelConfig(BaseModel):
+    """Local, per-machine training settings (``--parallel.*``); not part of the protocol."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: Literal["ddp", "fsdp"] = Field(
+        "ddp", description="under torchrun: ddp (replicate) or fsdp (FSDP2 fully_shard)"
+    )
+    compile: bool = Field(False, description="torch.compile the model for the inner loop")
+    timeout_s: float = Field(
+        300.0, gt=0, description="seconds a training collective may wait for a peer rank"
+    )
+    idle_timeout_s: float = Field(
+        3600.0, gt=0, description="seconds a serving rank waits for rank 0's next job"
+    )

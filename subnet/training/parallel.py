@@ -17,31 +17,13 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
 from subnet.training.config import InnerConfig
+from subnet.training.config import ParallelConfig as ParallelConfig  # re-exported: it lived here
 from subnet.training.inner import build_inner_optimizer
-
-
-class ParallelConfig(BaseModel):
-    """Local, per-machine training settings (``--parallel.*``); not part of the protocol."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    mode: Literal["ddp", "fsdp"] = Field(
-        "ddp", description="under torchrun: ddp (replicate) or fsdp (FSDP2 fully_shard)"
-    )
-    compile: bool = Field(False, description="torch.compile the model for the inner loop")
-    timeout_s: float = Field(
-        300.0, gt=0, description="seconds a training collective may wait for a peer rank"
-    )
-    idle_timeout_s: float = Field(
-        3600.0, gt=0, description="seconds a serving rank waits for rank 0's next job"
-    )
 
 
 @dataclass

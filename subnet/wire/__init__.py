@@ -3,60 +3,40 @@
 `encode_envelope` signs tensors as a hotkey; `verify_envelope` checks an untrusted blob in a fixed
 order and returns an `Envelope` or raises `Rejected(reason, detail)`. `fetch_envelope` and
 `publish_envelope` combine them with an `ObjectStore` and the key layout.
+
+The names below are loaded on first use (``subnet.lazy``): importing the package, or its
+reasons or schemas alone (a room command's errors), imports no torch.
 """
 
-from subnet.wire.envelope import (
-    Envelope,
-    encode_envelope,
-    envelope_header,
-    verify_envelope,
-    verify_seal,
-)
-from subnet.wire.fetch import fetch_envelope, publish_envelope
-from subnet.wire.header import Expected, Header, Signer
-from subnet.wire.payload import PayloadSpec, TensorSpec, spec_of
-from subnet.wire.reasons import Reason, Rejected
-from subnet.wire.schema import (
-    SCHEMAS,
-    CheckNotice,
-    CheckVerdict,
-    CommitMeta,
-    FinalMark,
-    FinalMeta,
-    GradientMeta,
-    GrantMeta,
-    ManifestMeta,
-    Message,
-    ScoreReportMeta,
-    WeightsMeta,
-)
+from subnet.lazy import lazy_exports
 
-__all__ = [
-    "SCHEMAS",
-    "CheckNotice",
-    "CheckVerdict",
-    "CommitMeta",
-    "FinalMark",
-    "FinalMeta",
-    "GradientMeta",
-    "GrantMeta",
-    "ManifestMeta",
-    "Message",
-    "ScoreReportMeta",
-    "WeightsMeta",
-    "Envelope",
-    "Expected",
-    "Header",
-    "PayloadSpec",
-    "Reason",
-    "Rejected",
-    "Signer",
-    "TensorSpec",
-    "encode_envelope",
-    "envelope_header",
-    "fetch_envelope",
-    "publish_envelope",
-    "spec_of",
-    "verify_envelope",
-    "verify_seal",
-]
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "envelope": [
+            "Envelope",
+            "encode_envelope",
+            "envelope_header",
+            "verify_envelope",
+            "verify_seal",
+        ],
+        "fetch": ["fetch_envelope", "publish_envelope"],
+        "header": ["Expected", "Header", "Signer"],
+        "payload": ["PayloadSpec", "TensorSpec", "spec_of"],
+        "reasons": ["Reason", "Rejected"],
+        "schema": [
+            "SCHEMAS",
+            "CheckNotice",
+            "CheckVerdict",
+            "CommitMeta",
+            "FinalMark",
+            "FinalMeta",
+            "GradientMeta",
+            "GrantMeta",
+            "ManifestMeta",
+            "Message",
+            "ScoreReportMeta",
+            "WeightsMeta",
+        ],
+    },
+)

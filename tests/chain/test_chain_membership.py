@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from subnet.chain import ChainSetupError
 from subnet.config import ProtocolConfig
 from subnet.membership.chain import ChainMembership, JoinSettings, chain_roster
 from subnet.node.plan import subnet_plan
@@ -103,3 +104,30 @@ def test_a_chain_that_is_down_is_a_setup_error_and_the_roster_is_kept():
     with pytest.raises(ChainSetupError, match="did not answer a metagraph read"):
         membership.refresh()
     assert membership.roster is before
+
+
+def test_on_a_real_network_a_commitment_that_is_not_beams_is_not_overwritten(
+    chain, wallets, monkeypatch
+):
+    # validator2's hotkey was used by another subnet's software, which committed its own text.
+    monkeypatch.delenv("BEAM_S3_READ_ACCESS_KEY_ID", raising=False)
+    monkeypatch.delenv("BEAM_S3_READ_SECRET_ACCESS_KEY", raising=False)
+    chain.commit(wallets["validator2"], "ipfs://QmOtherSubnetsModelCard")
+    storage = StorageConfig(bucket="v2-bucket", endpoint_url="http://127.0.0.1:9")
+    guarded = JoinSettings(wallets["validator2"], storage, guard=True)
+    with pytest.raises(ChainSetupError) as refused:
+        ChainMembership(chain, hk(wallets, "miner2"), ReaderPool(), guarded).join()
+    line = str(refused.value)
+    assert "'ipfs://QmOtherSubnetsModelCard'" in line and "--neuron.overwrite_commitment" in line
+    assert chain.commitments()[hk(wallets, "validator2")] == "ipfs://QmOtherSubnetsModelCard"
+    # a local chain (no guard), or the flag, replaces it
+    asked = JoinSettings(wallets["validator2"], storage, guard=True, overwrite=True)
+    ChainMembership(chain, hk(wallets, "miner2"), ReaderPool(), asked).join()
+    assert decode_commitment(chain.commitments()[hk(wallets, "validator2")]).bucket == "v2-bucket"
+    # Beam's own earlier commitment is replaced without asking (a new bucket, say)
+    moved = StorageConfig(bucket="v2-new-bucket", endpoint_url="http://127.0.0.1:9")
+    again = JoinSettings(wallets["validator2"], moved, guard=True)
+    ChainMembership(chain, hk(wallets, "miner2"), ReaderPool(), again).join()
+    assert decode_commitment(chain.commitments()[hk(wallets, "validator2")]).bucket == (
+        "v2-new-bucket"
+    )

@@ -100,3 +100,41 @@ def test_bad_flag_is_one_line_with_a_suggestion():
         parse_config(["--subtensor.netwrk", "finney"], env={})
     with pytest.raises(ConfigError, match="--neuron.dev"):
         parse_config(["--neuron.dev", "cpu"], env={})  # no abbreviations
+
+
+def test_node_flags_come_first_and_the_protocol_last_under_its_own_heading():
+    text = help_text("miner", epilog=False)
+    sections = ("wallet:", "subtensor:", "storage:", "neuron:", "logging:", "parallel:")
+    at = {name: text.index(f"\n{name}") for name in sections}
+    assert list(at) == sorted(at, key=at.get), at
+    protocol = text.index("\nprotocol settings (shared by every participant")
+    assert protocol > max(at.values()) and "--protocol.window.blocks" in text[protocol:]
+    assert "--protocol." not in text[:protocol]
+    # the --parallel.* flags docs/miner.md uses with torchrun are listed for the miner
+    assert "--parallel.mode" in text and "--parallel.mode" not in help_text("validator")
+
+
+ENTRY_POINTS = [
+    ("miner", "neurons/miner.py"),
+    ("validator", "neurons/validator.py"),
+    ("model_holder", "neurons/model_holder.py"),
+]
+
+
+@pytest.mark.parametrize(("script", "usage"), ENTRY_POINTS)
+def test_help_names_the_script_and_loads_no_torch_or_chain_sdk(script, usage):
+    """What makes --help slow is importing torch and bittensor (seconds); it needs neither."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    code = (
+        f"import runpy, sys\nsys.argv = ['{usage}', '--help']\n"
+        f"try:\n    runpy.run_path('{usage}', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+        "print('LOADED', sorted(m for m in ('torch', 'bittensor') if m in sys.modules))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
+    out = run.stdout
+    assert out.startswith(f"usage: {usage} ")
+    assert "LOADED []" in out

@@ -100,3 +100,107 @@ def test_page_renders_in_headless_chromium(tmp_path: Path) -> None:
     chart_band = _pixels(rows[250:800])  # below the cards, above the roster
     line = sum(n for colour, n in chart_band.items() if _near(colour, ACCENT))
     assert line > 1_000, "the loss chart's line and points are not drawn"
+
+
+# Injected into a copy of the page (the page itself carries no script): measures every table
+# header cell and every panel at the window's width and writes them into the DOM, which
+# ``--dump-dom`` prints once the page has loaded.
+MEASURE = """<script>
+window.addEventListener('load', () => {
+  const out = {width: window.innerWidth, cells: [], panels: []};
+  document.querySelectorAll('section.panel').forEach((p) => {
+    const h = p.querySelector('h2'); const name = h ? h.textContent : '';
+    out.panels.push({name: name, scroll: p.scrollWidth, client: p.clientWidth});
+    p.querySelectorAll('th').forEach((th) => {
+      const b = th.getBoundingClientRect();
+      out.cells.push({panel: name, text: th.textContent, left: b.left, right: b.right});
+    });
+  });
+  const pre = document.createElement('pre'); pre.id = 'boxes';
+  pre.textContent = JSON.stringify(out); document.body.appendChild(pre);
+});
+</script>"""
+
+
+def _full_run(tmp_path: Path) -> Path:
+    """The fixture run with every optional column filled: bytes on every record, the chain's
+    incentive for every participant, the validators' score parts."""
+    import json
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURE_RUN, run)
+    hotkeys = []
+    for path in run.glob("state/*/metrics.jsonl"):
+        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        for i, r in enumerate(records):
+            r.update(bytes_up=123_456_789 + i, bytes_down=987_654_321 + i)
+            if r["event"] == "scores":
+                r["measured"] = {
+                    hk: {
+                        "assigned": 0.0123,
+                        "random": 0.0111,
+                        "specific": 0.00234,
+                        "se": 0.00045,
+                        "fraction": 1.0,
+                    }
+                    for hk in r["verdicts"]
+                }
+            hotkeys.append(r["hotkey"])
+        path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    chain = {
+        hk: {"uid": i, "incentive": 0.123456, "dividends": 0.0}
+        for i, hk in enumerate(sorted(set(hotkeys)))
+    }
+    (run / "chain.json").write_text(json.dumps(chain))
+    return run
+
+
+def test_at_1280_px_every_column_of_every_table_is_on_screen(tmp_path: Path) -> None:
+    import json
+    import re
+
+    browser = next((path for name in BROWSERS if (path := shutil.which(name))), None)
+    if browser is None:
+        pytest.skip("no Chromium installed: `make browser` installs it for the screenshot test")
+    html = render_page(load_run(_full_run(tmp_path)))
+    page = tmp_path / "measured.html"
+    page.write_text(html.replace("</body>", MEASURE + "</body>"), encoding="utf-8")
+    dom = subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            f"--window-size={WIDTH},{HEIGHT}",
+            "--virtual-time-budget=2000",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    ).stdout
+    found = re.search(r'<pre id="boxes">(.*?)</pre>', dom, re.S)
+    assert found, "the page did not load, or the measuring script did not run"
+    boxes = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    assert boxes["width"] == WIDTH
+    panels = {p["name"] for p in boxes["panels"]}
+    assert {
+        "Roster",
+        "Recent rounds",
+        "Why each miner earned what it did",
+        "Bytes per peer per round",
+    } <= panels, panels
+    roster = [c["text"] for c in boxes["cells"] if c["panel"] == "Roster"]
+    assert "incentive" in roster and "bytes up / down" in roster  # every optional column
+    off = [c for c in boxes["cells"] if c["right"] > boxes["width"] or c["left"] < 0]
+    assert not off, f"columns off screen at {WIDTH} px: {off}"
+    wide = [p for p in boxes["panels"] if p["scroll"] > p["client"]]
+    assert not wide, f"panels that scroll sideways at {WIDTH} px: {wide}"

@@ -63,7 +63,11 @@ def test_page_bytes_section_and_card(tmp_path: Path) -> None:
     page = render_page(load_run(_traffic_run(tmp_path)), now=100)
     text = re.sub(r"<[^>]+>", " ", page)
     assert "Bytes per peer per round" in text and "ring all-reduce" in text
-    assert "353×" in text and "miner 8.50 kB vs DDP 3.00 MB up + down / round" in text
+    assert "353×" in text and "models and data down, 8.50 kB a round" in text
+    assert (
+        "gradients, 3.00 MB" in text
+        and "up: score reports; down: every gradient it verifies" in text
+    )
     for cell in ("1.00 kB", "7.50 kB", "4.00 kB", "11.5 kB", "1.50 MB"):
         assert cell in text, cell
 

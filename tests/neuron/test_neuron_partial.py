@@ -108,7 +108,7 @@ def test_score_is_scaled_by_the_fraction_trained():
         whole, cfg
     )
     verdicts = score_window([half], (), (), (), {}, {}, cfg)
-    assert verdicts["a"].reason == "scored" and verdicts["a"].detail == "partial 0.50"
+    assert verdicts["a"].reason == "scored" and verdicts["a"].detail == "partial 0.50, alone"
 
 
 def test_every_outcome_and_an_empty_window_are_recorded(world):

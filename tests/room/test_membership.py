@@ -7,7 +7,7 @@ from loguru import logger
 from room_support import key, read_of
 
 from subnet.errors import SetupError
-from subnet.membership.room import RoomMembership
+from subnet.room.membership import RoomMembership
 from subnet.room.ops import create_room, leave, next_body, revoke
 from subnet.room.store import RoomStore
 from subnet.storage.memory import MemoryStore

@@ -11,12 +11,12 @@ from subnet.clock import TimeClock
 from subnet.config import BeamConfig, ConfigError
 from subnet.errors import SetupError
 from subnet.localnet.wallets import dev_wallet
-from subnet.membership.room import RoomMembership
 from subnet.node.build import build_runtime
 from subnet.room import ops
 from subnet.room.address import RoomAddress, parse_address
 from subnet.room.errors import RoomError
 from subnet.room.invite import make_invite
+from subnet.room.membership import RoomMembership
 from subnet.room.node import own_read
 from subnet.room.runs import publish_run
 from subnet.storage.config import StorageConfig

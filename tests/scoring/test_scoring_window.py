@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -224,3 +225,35 @@ def test_a_lone_proven_upload_is_held_to_the_others_gains_not_to_its_own() -> No
     # Others that did not even help their own samples set nothing: the check is off.
     idle = [ev(2.0, 1.99, f"i{i}", specific=(0.0, 0.001)) for i in range(3)]
     assert random_reference([*idle, noise], CFG, sender="noise") is None
+
+
+def test_a_lone_honest_upload_is_paid_its_generic_gain_and_merged() -> None:
+    # One miner in the window: nothing to prove an excess against (a lone honest miner's
+    # excess, 0.001 +- 0.0006 measured, is unproven at 2 SE). It is paid min(a, r) instead.
+    lone = ev(1.96, 1.97, "m", specific=(0.001, 0.0006))  # a 0.02, r 0.015
+    verdict = score_window([lone], (), (), (), {}, {}, CFG)["m"]
+    assert verdict.score == pytest.approx(0.015) and verdict.detail == "alone"
+    # The same upload beside another one is held to the proven excess again: unpaid.
+    other = ev(1.96, 1.97, "o", specific=(0.001, 0.0006))
+    assert score_window([lone, other], (), (), (), {}, {}, CFG)["m"].score == 0.0
+
+
+def test_a_lone_upload_that_harms_or_does_not_help_earns_nothing() -> None:
+    for after_assigned, after_random in ((2.0, 1.9), (1.9, 2.0), (1.9, 2.1), (2.1, 1.9)):
+        lone = ev(after_assigned, after_random, "m", specific=(0.05, 0.001))
+        assert score_window([lone], (), (), (), {}, {}, CFG)["m"].score == 0.0
+
+
+def test_a_copy_of_a_lone_upload_ends_the_lone_rule_for_both() -> None:
+    # Copying the lone miner (a second evaluated upload, judged a copy or not) earns nothing
+    # and does not get the lone pay: both are held to the proven excess.
+    original = ev(1.96, 1.97, "m", specific=(0.001, 0.0006))
+    copy = ev(1.96, 1.97, "c", specific=(0.0, 0.0006))
+    verdicts = score_window([original, copy], (), (), (), {}, {"c": "m"}, CFG)
+    assert verdicts["c"].score == 0.0 and verdicts["c"].reason == "copied"
+    assert verdicts["m"].score == 0.0 and verdicts["m"].detail == ""
+
+
+def test_a_lone_partial_upload_is_paid_its_fraction() -> None:
+    lone = replace(ev(1.96, 1.97, "m", specific=(0.0, 0.001)), fraction=0.5)
+    assert score_window([lone], (), (), (), {}, {}, CFG)["m"].score == pytest.approx(0.0075)

@@ -14,11 +14,11 @@ import json
 import time
 from pathlib import Path
 
-from subnet.membership.room import slot_needs
 from subnet.room import ops
 from subnet.room.address import RoomAddress
 from subnet.room.invite import make_invite
 from subnet.room.local import KEYS, LocalRoom, RoomSettings
+from subnet.room.membership import slot_needs
 from subnet.room.runs import publish_run
 from subnet.topology import Template, load_spec
 from subnet.topology.params import resolve, substitute

@@ -23,35 +23,57 @@ def card(run: Run, uploads: int = 0, ddp_uploads: int = 0) -> tuple[str, str, st
     miner = next((r for r in traffic.by_role(run) if r.role == "miner"), None)
     if saved is None or ring is None or miner is None:
         if uploads:
-            note = f"uploads only: {fmt_bytes(uploads)} vs {fmt_bytes(ddp_uploads)} (no downloads logged)"
+            note = (
+                f"gradient uploads only: {fmt_bytes(uploads)} vs DDP's "
+                f"{fmt_bytes(ddp_uploads)} (no downloads logged)"
+            )
             return fmt_ratio(ddp_uploads / uploads), "less", note
-        return DASH, "", "up + down per round, miner vs DDP worker"
-    note = f"miner {fmt_bytes(miner.both_per_round)} vs DDP {fmt_bytes(2 * ring)} up + down / round"
+        return DASH, "", "a miner's bytes up + down per round vs a DDP worker's"
+    note = (
+        f"a miner's gradients up + models and data down, {fmt_bytes(miner.both_per_round)} "
+        f"a round, vs a DDP worker's gradients, {fmt_bytes(2 * ring)}"
+    )
     return fmt_ratio(saved), "less", note
 
 
+# What each role's bytes are made of, both ways (everything goes through object storage).
+COUNTS = {
+    "miner": (
+        "gradient uploads (and, when drawn for an audit, its training states)",
+        "model versions, data shards",
+    ),
+    "validator": ("score reports", "every gradient it verifies and audits, model versions"),
+    "holder": (
+        "model versions published, the dataset (first record)",
+        "the gradients it merges, score reports",
+    ),
+}
+
+
 def panel(run: Run) -> str:
-    """A table: for each role, peers, rounds counted, bytes up and down per peer per round;
-    then DDP's ring all-reduce per worker per round. Empty string when no bytes were logged."""
+    """A table: for each role, what its bytes are, peers, rounds counted, bytes up and down per
+    peer per round; then DDP's ring all-reduce per worker per round. Empty string when no bytes
+    were logged."""
     rows = traffic.by_role(run)
     if not rows:
         return ""
-    head = ("role", "peers", "peer-rounds", "up / peer / round", "down / peer / round",
+    head = ("role: up / down", "peers", "peer-rounds", "up / peer / round", "down / peer / round",
             "up + down", "after the first: up", "down", "total up", "total down")  # fmt: skip
-    cells = [[escape(r.role), fmt_int(r.peers), fmt_int(r.records), fmt_bytes(r.up_per_round),
+    cells = [[_what(r.role), fmt_int(r.peers), fmt_int(r.records), fmt_bytes(r.up_per_round),
               fmt_bytes(r.down_per_round), fmt_bytes(r.both_per_round), fmt_bytes(r.steady_up),
               fmt_bytes(r.steady_down), fmt_bytes(r.up), fmt_bytes(r.down)]
              for r in rows]  # fmt: skip
     ring = traffic.ddp_ring_per_round(run)
     if ring is not None:
-        cells.append(["DDP worker (ring all-reduce, fp32, every step)", DASH, DASH,
+        cells.append(["<b>DDP worker</b><br>up: fp32 gradients, ring all-reduce every step; "
+                      "down: as much", DASH, DASH,
                       fmt_bytes(ring), fmt_bytes(ring), fmt_bytes(2 * ring), fmt_bytes(ring),
                       fmt_bytes(ring), DASH, DASH])  # fmt: skip
     th = "".join(
         f"<th>{h}</th>" if i == 0 else f'<th class="n">{h}</th>' for i, h in enumerate(head)
     )
     body = "".join(
-        "<tr>" + "".join(f"<td>{c}</td>" if i == 0 else f'<td class="n">{c}</td>'
+        "<tr>" + "".join(f'<td class="w">{c}</td>' if i == 0 else f'<td class="n">{c}</td>'
                          for i, c in enumerate(row)) + "</tr>"
         for row in cells
     )  # fmt: skip
@@ -64,3 +86,10 @@ def panel(run: Run) -> str:
     return (f'<section class="panel"><h2>Bytes per peer per round</h2><table><thead><tr>{th}'
             f'</tr></thead><tbody>{body}</tbody></table><p class="meta">{escape(note)}</p>'
             "</section>")  # fmt: skip
+
+
+def _what(role: str) -> str:
+    up, down = COUNTS.get(role, ("", ""))
+    if not up:
+        return f"<b>{escape(role)}</b>"
+    return f"<b>{escape(role)}</b><br>up: {escape(up)}; down: {escape(down)}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from html import escape
 
-from . import bytes_panel, summary
+from . import bytes_panel, pay_panel, summary
 from .load import Run
 from .svg import line_chart
 from .topology import load_topology
@@ -29,7 +29,7 @@ CSS = """
 body { margin: 0; background: var(--bg); color: var(--ink); line-height: 1.45;
   font: 15px/1.45 -apple-system, BlinkMacSystemFont, "Segoe UI", Roboto, "Helvetica Neue",
   "Noto Sans", "DejaVu Sans", Arial, sans-serif; }
-main { max-width: 1180px; margin: 0 auto; padding: 28px 28px 48px; }
+main { max-width: 1440px; margin: 0 auto; padding: 24px 20px 48px; }
 header { display: flex; align-items: baseline; justify-content: space-between; gap: 16px;
   flex-wrap: wrap; margin-bottom: 20px; }
 h1 { font-size: 26px; margin: 0; letter-spacing: -0.01em; }
@@ -50,9 +50,11 @@ h2 { font-size: 16px; margin: 0 0 12px; }
 .card .note { color: var(--muted); font-size: 12px; margin-top: 2px; }
 .panel { padding: 18px 20px; margin-bottom: 18px; overflow-x: auto; }
 table { width: 100%; border-collapse: collapse; font-variant-numeric: tabular-nums; }
-th, td { padding: 7px 10px; border-bottom: 1px solid var(--line); white-space: nowrap; }
-th { color: var(--muted); font-size: 12px; font-weight: 600; text-transform: uppercase;
-  letter-spacing: 0.04em; text-align: left; }
+th, td { padding: 6px 8px; border-bottom: 1px solid var(--line); white-space: nowrap;
+  font-size: 14px; vertical-align: top; }
+th { color: var(--muted); font-size: 11px; font-weight: 600; text-transform: uppercase;
+  letter-spacing: 0.03em; text-align: left; white-space: normal; }
+td.w { white-space: normal; min-width: 9em; }
 td.n, th.n { text-align: right; }
 tr:last-child td { border-bottom: none; }
 .who { font-weight: 600; }
@@ -87,6 +89,7 @@ def render_page(
         _chart(run, head),
         _roster(summary.roster(run), show_traffic=bool(run.traffic),
                 show_incentive=bool(run.chain)),
+        pay_panel.panel(run),
         bytes_panel.panel(run),
         _rounds(summary.round_rows(run, last=recent), total=head.rounds),
         topology_section(run, recent),
@@ -181,16 +184,24 @@ def _chart(run: Run, h: summary.Headline) -> str:
     return f'<section class="panel">{svg}</section>'
 
 
-def _table(headers: list[tuple[str, bool]], rows: list[list[str]], empty: str) -> str:
-    """``headers`` are ``(label, numeric)``; cells are already-escaped HTML."""
+def _table(
+    headers: list[tuple[str, bool]], rows: list[list[str]], empty: str, wrap: set[int] = frozenset()
+) -> str:
+    """``headers`` are ``(label, numeric)``; cells are already-escaped HTML; the columns in
+    ``wrap`` may break lines (long names, verdict lists), the rest stay on one."""
     if not rows:
         return f'<p class="empty">{escape(empty)}</p>'
     head = "".join(f'<th class="n">{h}</th>' if n else f"<th>{h}</th>" for h, n in headers)
+
+    def cls(i: int, numeric: bool) -> str:
+        names = ["n"] * numeric + ["w"] * (i in wrap)
+        return f' class="{" ".join(names)}"' if names else ""
+
     body = "".join(
         "<tr>"
         + "".join(
-            f'<td class="n">{c}</td>' if n else f"<td>{c}</td>"
-            for c, (_, n) in zip(row, headers, strict=True)
+            f"<td{cls(i, n)}>{c}</td>"
+            for i, (c, (_, n)) in enumerate(zip(row, headers, strict=True))
         )
         + "</tr>"
         for row in rows
@@ -211,10 +222,9 @@ def _verdict_cell(r: summary.RosterRow) -> str:
 
 def _roster(rows: list[summary.RosterRow], show_traffic: bool = False,
             show_incentive: bool = False) -> str:  # fmt: skip
-    headers = [("participant", False), ("role", False), ("status", False), ("rounds", True),
-               ("tokens merged", True), ("tokens trained", True), ("tokens/s", True),
-               ("share", True), ("train loss", True), ("verdicts", False),
-               ("weight on chain", True)]  # fmt: skip
+    headers = [("participant", False), ("status", False), ("rounds", True),
+               ("tokens merged / trained", True), ("tokens/s", True), ("share", True),
+               ("train loss", True), ("verdicts", False), ("weight on chain", True)]  # fmt: skip
     if show_incentive:
         headers.append(("incentive", True))
     if show_traffic:
@@ -226,28 +236,28 @@ def _roster(rows: list[summary.RosterRow], show_traffic: bool = False,
             width = max(0.0, min(r.share, 1.0)) * 100
             share += f'<span class="bar"><i style="width:{width:.0f}%"></i></span>'
         pill = {"active": "active", "idle": "idle"}.get(r.status, "warn")
+        tokens = DASH if r.tokens is None else f"{fmt_int(r.tokens_merged)} / {fmt_int(r.tokens)}"
         row = [
-            f'<span class="who">{escape(r.name)}</span> <span class="hk">{escape(r.hotkey[:8])}</span>',
-            f'<span class="role">{escape(r.role)}</span>',
+            f'<span class="who">{escape(r.name)}</span> <span class="hk">{escape(r.hotkey[:8])}'
+            f'</span><br><span class="role">{escape(r.role)}</span>',
             f'<span class="pill {pill}">{escape(r.status)}</span>',
-            fmt_int(r.rounds), fmt_int(r.tokens_merged), fmt_int(r.tokens),
-            fmt_int(r.tokens_per_s), share, fmt_loss(r.loss), _verdict_cell(r),
-            fmt_share(r.weight),
+            fmt_int(r.rounds), tokens, fmt_int(r.tokens_per_s), share, fmt_loss(r.loss),
+            _verdict_cell(r), fmt_share(r.weight),
         ]  # fmt: skip
         if show_incentive:
             row.append(fmt_share(r.incentive))
         if show_traffic:
             up, down = r.traffic or (None, None)
-            row.append(f"{fmt_bytes(up)} / {fmt_bytes(down)}")
+            row.append(f"{fmt_bytes(up)}<br>{fmt_bytes(down)}")
         cells.append(row)
-    table = _table(headers, cells, "No participants known yet.")
+    table = _table(headers, cells, "No participants known yet.", wrap={0, 7})
     return f'<section class="panel"><h2>Roster</h2>{table}</section>'
 
 
 def _rounds(rows: list[summary.RoundRow], total: int) -> str:
     headers = [("round", True), ("started (UTC)", False), ("nodes", True), ("compute", True),
-               ("sync", True), ("uploads merged (up)", True), ("DDP ring sends (up)", True),
-               ("saved (up only)", True),
+               ("sync", True), ("gradients merged (up)", True),
+               ("DDP: fp32 gradients, ring (up)", True), ("saved on gradients up", True),
                ("loss", True)]  # fmt: skip
     cells = [
         [fmt_int(r.round), fmt_clock(r.started), fmt_int(r.nodes), fmt_seconds(r.compute_s),

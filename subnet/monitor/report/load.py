@@ -79,6 +79,9 @@ class Scores:
     verdicts: dict[str, tuple[str, float]]
     moving: dict[str, float]
     details: dict[str, str] = field(default_factory=dict)  # rejection code, copied-from ...
+    # hotkey -> what its score was computed from (``Evaluation.measures``: assigned, random,
+    # specific, se, fraction, scale)
+    measured: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -266,9 +269,9 @@ def _add(run: Run, r: dict[str, Any]) -> None:
         }
         moving = _numbers(r.get("moving"))
         details = {str(k): str(v) for k, v in _dict(r.get("details")).items()}
-        run.scores.append(Scores(
-            t, hotkey, _int(r.get("window"), 0), _int(r.get("version")), verdicts, moving, details
-        ))  # fmt: skip
+        measured = {str(k): _numbers(v) for k, v in _dict(r.get("measured")).items()}
+        run.scores.append(Scores(t, hotkey, _int(r.get("window"), 0), _int(r.get("version")),
+                                 verdicts, moving, details, measured))  # fmt: skip
     elif event == "weights":
         weights = _numbers(r.get("weights"))
         run.weights.append(Weights(

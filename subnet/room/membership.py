@@ -21,14 +21,14 @@ from __future__ import annotations
 from loguru import logger
 
 from ..errors import SetupError
-from ..room.errors import RoomError
-from ..room.manifest import Manifest, RoomRun
-from ..room.ops import left_members
-from ..room.store import RoomStore
+from ..membership.roster import Member, Roster
 from ..storage.base import ObjectStore, StorageError
 from ..storage.readers import ReaderPool
 from ..topology import TopologySpec
-from .roster import Member, Roster
+from .errors import RoomError
+from .manifest import Manifest, RoomRun
+from .ops import left_members
+from .store import RoomStore
 
 # A slot that holds one of these needs the member to hold the permission of the same name.
 HOLD_PERMISSIONS = ("run.lead", "data.grant")

@@ -1,0 +1,97 @@
+"""The per-round lines and the summary a local room run prints, from members' records."""
+
+from __future__ import annotations
+
+from subnet.room.watch import round_line, round_of, summary
+
+ROLES = {"holder": "holder", "miner1": "miner", "miner2": "miner", "validator1": "validator"}
+
+
+def records(window: int, loss: float, merged: list[str]) -> dict[str, list[dict]]:
+    """One window's records as the members' metrics files hold them (first record: hotkey)."""
+    first = {n: {"event": "start", "hotkey": f"hk-{n}"} for n in ROLES}
+    return {
+        "holder": [
+            first["holder"],
+            {
+                "event": "version",
+                "window": window,
+                "version": window + 1,
+                "heldout_loss": loss,
+                "contributors": {f"hk-{n}": 0.5 for n in merged},
+                "tokens": 1000 * len(merged),
+                "bytes_up": 300,
+                "bytes_down": 7000,
+            },
+        ],
+        "miner1": [
+            first["miner1"],
+            {
+                "event": "train",
+                "window": window,
+                "loss": loss + 1,
+                "bytes_up": 2000,
+                "bytes_down": 100,
+            },
+        ],
+        "miner2": [
+            first["miner2"],
+            {
+                "event": "train",
+                "window": window,
+                "loss": loss + 2,
+                "bytes_up": 2000,
+                "bytes_down": 100,
+            },
+        ],
+        "validator1": [
+            first["validator1"],
+            {"event": "scores", "window": window, "bytes_up": 50, "bytes_down": 4000},
+        ],
+    }
+
+
+def test_a_round_says_loss_senders_merges_and_bytes_per_role():
+    r = round_of(3, records(3, 5.5, ["miner1", "miner2"]), ROLES, lead="holder")
+    assert r.heldout == 5.5 and r.train_loss == 7.0 and r.tokens == 2000
+    assert r.sent == ["miner1", "miner2"] and r.scored == ["validator1"]
+    assert r.merged == {"holder": ["miner1", "miner2"]}
+    assert r.bytes == {"holder": (300, 7000), "miner": (4000, 200), "validator": (50, 4000)}
+    line = round_line(r)
+    assert line.startswith("round   3: held-out loss 5.5000; sent miner1, miner2")
+    assert "scored by validator1" in line and "holder merged miner1, miner2" in line
+    assert "miner 4.00 kB up/200 B down" in line, line
+
+
+def test_a_round_of_other_windows_is_empty():
+    r = round_of(9, records(3, 5.5, ["miner1"]), ROLES, lead="holder")
+    assert r.empty and "no loss yet" in round_line(r) and "nothing merged" in round_line(r)
+
+
+def test_the_summary_counts_merged_rounds_loss_and_tokens():
+    rounds = [
+        round_of(w, records(w, loss, ["miner1"]), ROLES, "holder")
+        for w, loss in ((0, 6.0), (1, 5.0))
+    ]
+    rounds.append(round_of(2, records(1, 5.0, []), ROLES, "holder"))  # nothing in window 2
+    lines = summary(rounds, seconds=10.0)
+    assert lines[0] == "2 of 3 rounds merged"
+    assert lines[1] == "held-out loss 6.0000 -> 5.0000 over the merged rounds"
+    assert lines[2] == "trainers' loss 7.5000 -> 6.5000"
+    assert lines[3] == "2,000 tokens merged, 200 tokens/s over 10 s"
+    assert (
+        summary(rounds, 10.0, start=7.0)[1]
+        == "held-out loss 7.0000 at the start -> 5.0000 at the end"
+    )
+
+
+def test_a_ring_round_shows_who_mixed_whose_model():
+    hk = {n: {"event": "plan", "hotkey": f"hk-{n}"} for n in ("w1", "w2")}
+    mix = {"event": "mix", "window": 0}
+    recs = {
+        "w1": [hk["w1"], {**mix, "predecessor": "hk-w2", "weight": 0.5}],
+        "w2": [hk["w2"], {**mix, "predecessor": "hk-w1", "weight": 0.0}],
+    }
+    r = round_of(0, recs, {"w1": "miner", "w2": "miner"}, lead="collector")
+    assert r.merged == {"w1": ["w2"]} and r.sent == ["w2"]  # w1's model was unusable to w2
+    assert "w1 merged w2" in round_line(r)
