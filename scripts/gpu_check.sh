@@ -23,6 +23,7 @@ PRESET="${PRESET:-hypertrain-20m}"
 TOKENS="${TOKENS:-16384}"
 mkdir -p "$OUT"
 PY="${PYTHON:-python}"
+STEP_TIMEOUT="${STEP_TIMEOUT:-150}"  # seconds each step may take (a hang guard; the test's CPU is slower)
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
 if [[ "$DEVICE" == cuda* ]]; then
@@ -31,13 +32,13 @@ if [[ "$DEVICE" == cuda* ]]; then
 fi
 
 echo "== throughput (--device $DEVICE)" >&2
-timeout 150 "$PY" scripts/bench.py throughput --json --device "$DEVICE" --presets "$PRESET" \
+timeout "$STEP_TIMEOUT" "$PY" scripts/bench.py throughput --json --device "$DEVICE" --presets "$PRESET" \
     --seq-lens 64,512 --precisions fp32,bf16 --tokens "$TOKENS" --reps 9 \
     > "$OUT/throughput.log" 2>&1
 tail -n 1 "$OUT/throughput.log" > "$OUT/throughput.json"
 
 echo "== a window trained on $DEVICE, replayed and checked on the CPU" >&2
-timeout 150 "$PY" scripts/bench.py gpu_replay --json --device "$DEVICE" --preset "$PRESET" \
+timeout "$STEP_TIMEOUT" "$PY" scripts/bench.py gpu_replay --json --device "$DEVICE" --preset "$PRESET" \
     --threads "$(nproc)" \
     > "$OUT/gpu_replay.log" 2>&1
 tail -n 1 "$OUT/gpu_replay.log" > "$OUT/gpu_replay.json"

@@ -13,8 +13,9 @@ window and checks it. From those measurements, at N = 16, 64 and 256 miners with
   checked, ``K = min(N, V x checks, ceil(N x check_share))``) and at most (one answer a window);
 * a validator's downloads over the uploads it scores (its ``checks`` answers, the others'
   notices);
-* a validator's verification compute in miner-windows: its replays and comparisons, plus the
-  per-upload work (commitments and links) times N. The loss-based scoring of every upload is
+* a validator's verification compute in miner-windows: its replays (two per check with
+  ``check_margin`` > 0: the replay and its chaos probe) and comparisons, plus the per-upload
+  work (commitments and links) times N. The loss-based scoring of every upload is
   reported beside it (``scoring_compute_miner_windows``): it is the score, not the check.
 
 **Honest noise and lies** on ``--honest-preset`` (``tiny``): ``--windows`` windows trained on
@@ -22,12 +23,15 @@ every kernel path (``ATEN_CPU_CAPABILITY=default|avx2``, the machine's best,
 ``MKL_ENABLE_INSTRUCTIONS=AVX2``, 1 and 2 threads, a 2-rank DDP miner on the default kernels and a
 2-rank FSDP miner on AVX2's), each
 from the same base models, each with its own error-feedback chain. Every miner path is checked
-against every other path's replay, on the chunks several beacons draw: ``honest_checks``,
-``honest_false_flags`` and ``honest_max_error``. Then lies: the same uploads with a bias hidden
+against every other single-process path's replay (a validator's), on the chunks several beacons
+draw, at the tolerance the validator would set: ``check_tolerance``, or ``check_margin`` times
+the spread between the replay and its chaos probe (the same window trained with every gradient
+perturbed by 1e-6 relative) when that is larger: ``honest_checks``, ``honest_false_flags``,
+``honest_max_error`` and the spreads. Then lies: the same uploads with a bias hidden
 in the error feedback they prove (a state poisoner) or with their values scaled, each sized
 relative to the update; ``smallest_lie_error`` is the check error of a lie of 0.5 % of the
 update (the issue's allowance target) at its hardest to see, and ``allowance`` the largest
-deviation, relative to the update, that a check at ``check_tolerance`` lets pass.
+deviation, relative to the update, that a check at the validator's tolerance lets pass.
 
 bf16 autocast is not verifiable across kernels (docs/protocol.md): a protocol that sets it
 with checks on is refused at start (``bf16_refused``).
@@ -56,7 +60,7 @@ from subnet.neuron.answers import commitments
 from subnet.storage.keys import ObjectKind
 from subnet.training import build_inner_optimizer, load_parameters, pseudo_gradient, train_inner
 from subnet.verify.answer import encode_answer, parse_answer
-from subnet.verify.check import Chunk, check, chunks_for, levels
+from subnet.verify.check import Chunk, check, chunks_for, levels, spread
 from subnet.verify.chunks import ChunkMap
 from subnet.verify.draw import chunk_sample, places
 from subnet.wire import encode_envelope
@@ -191,7 +195,9 @@ def _tables(record: dict, p: ProtocolConfig) -> dict:
         peak[str(n)] = round(record["answer_bytes"] / record["upload_bytes"], 3)
         extra = s.checks * record["answer_bytes"] + (v - 1) * record["notice_bytes"]
         down[str(n)] = round((n * record["upload_bytes"] + extra) / (n * record["upload_bytes"]), 4)
-        seconds = s.checks * (record["replay_s"] + record["compare_s"]) + n * record["per_upload_s"]
+        replays = 2 if s.check_margin > 0 else 1  # the replay and its chaos probe
+        seconds = (s.checks * (replays * record["replay_s"] + record["compare_s"])
+                   + n * record["per_upload_s"])  # fmt: skip
         compute[str(n)] = round(seconds / record["miner_window_s"], 3)
     # Loss-based scoring (every upload): 3 forward passes over eval_samples own samples and 1
     # over as many random ones, against a window's H x micro_batch samples forward and back
@@ -273,31 +279,41 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
     first = runs[names[0]]["windows"][0]["delta"]
     chunks = ChunkMap.of({k: tuple(v.shape) for k, v in first.items()}, p.compression.chunk)
     tol, topk, decay = p.scoring.check_tolerance, p.compression.topk, p.compression.ef_decay
+    margin = p.scoring.check_margin
     checks = flags = 0
-    worst, by_pair = 0.0, {}
+    worst, by_pair, spreads, over = 0.0, {}, [], 0.0
     for w in range(args.windows):
         for a in names:
             miner = runs[a]["windows"][w]
             decoded = comp.decode(miner["payload"], {k: tuple(v.shape) for k, v in first.items()})
             books = levels(decoded)
             for b in names:
-                if b == a:
-                    continue
+                if b == a or "probe" not in runs[b]["windows"][w]:
+                    continue  # a validator replays in one process: multi-rank paths only mine
                 replayed = runs[b]["windows"][w]["delta"]
+                probe = runs[b]["windows"][w]["probe"]
                 for d in range(args.draws):
                     ids = chunk_sample(f"{d:064x}", p.run, "grads", w, a, chunks,
                                        p.scoring.check_chunks)  # fmt: skip
                     parts = chunks_for(chunks, ids, replayed, chunks.chunks(miner["before"], ids),
                                        chunks.chunks(miner["after"], ids), decoded, topk)  # fmt: skip
-                    outcome = check(parts, decay, tol, "sparse", books)
+                    ef_in = chunks.chunks(miner["before"], ids)
+                    chaos = spread(chunks, ids, replayed, probe, ef_in, decay)
+                    spreads.append(chaos)
+                    tolerance = max(tol, margin * chaos)
+                    outcome = check(parts, decay, tolerance, "sparse", books)
                     checks += 1
                     flags += not outcome.ok
                     error = outcome.error if math.isfinite(outcome.error) else 1.0
                     worst = max(worst, error)
+                    over = max(over, error / tolerance)
                     key = f"{a}>{b}"
                     by_pair[key] = max(by_pair.get(key, 0.0), error)
     return {"paths": names, "honest_checks": checks, "honest_false_flags": flags,
             "honest_max_error": worst, "honest_max_error_by_pair": by_pair,
+            "honest_spread_median": sorted(spreads)[len(spreads) // 2] if spreads else None,
+            "honest_spread_max": max(spreads, default=None),
+            "honest_max_error_over_tolerance": round(over, 4),
             **lies(runs, names, chunks, comp, p, args)}  # fmt: skip
 
 
@@ -305,7 +321,8 @@ def lies(runs: dict, names: list[str], chunks: ChunkMap, comp, p: ProtocolConfig
          args: argparse.Namespace) -> dict:  # fmt: skip
     """Lies of each size against honest replays on another path (module doc)."""
     miner_path, replay_path = names[-1], names[0]
-    tol, topk, decay = p.scoring.check_tolerance, p.compression.topk, p.compression.ef_decay
+    base_tol, topk, decay = p.scoring.check_tolerance, p.compression.topk, p.compression.ef_decay
+    tolerances = []
     gen = torch.Generator().manual_seed(7)
     caught: dict[str, dict[str, int]] = {}
     smallest, allowance = math.inf, 0.0
@@ -318,6 +335,10 @@ def lies(runs: dict, names: list[str], chunks: ChunkMap, comp, p: ProtocolConfig
         honest_parts = chunks_for(chunks, ids, replay["delta"], chunks.chunks(miner["before"], ids),
                                   chunks.chunks(miner["after"], ids), decoded, topk)  # fmt: skip
         ratio = _ratio(honest_parts)
+        ef_in = chunks.chunks(miner["before"], ids)
+        chaos = spread(chunks, ids, replay["delta"], replay["probe"], ef_in, decay)
+        tol = max(base_tol, p.scoring.check_margin * chaos)  # as the validator sets it
+        tolerances.append(tol)
         allowance = max(allowance, tol * ratio)
         for size in LIES:
             # A bias of ``size`` x the update's norm, spread over the whole model like noise,
@@ -335,7 +356,8 @@ def lies(runs: dict, names: list[str], chunks: ChunkMap, comp, p: ProtocolConfig
                 smallest = min(smallest, outcome.error)
     return {"lies": {"miner_path": miner_path, "replay_path": replay_path, "by_size": caught},
             "smallest_lie_error": smallest, "allowance": round(allowance, 6),
-            "tolerance": tol}  # fmt: skip
+            "tolerance": base_tol, "tolerance_max": max(tolerances, default=base_tol),
+            "check_margin": p.scoring.check_margin}  # fmt: skip
 
 
 def _bf16_refused() -> bool:

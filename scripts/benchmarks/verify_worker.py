@@ -25,6 +25,7 @@ import torch  # noqa: E402
 from subnet.compression import CompressionConfig, ErrorFeedback, build_compressor  # noqa: E402
 from subnet.data import TokenDataset  # noqa: E402
 from subnet.model import build_model  # noqa: E402
+from subnet.neuron.replay import PROBE_NOISE, Replayer  # noqa: E402
 from subnet.training import (  # noqa: E402
     InnerConfig,
     build_inner_optimizer,
@@ -36,8 +37,9 @@ from subnet.training.parallel import ParallelConfig  # noqa: E402
 from subnet.training.trainer import Trainer  # noqa: E402
 
 
-def train_windows(bases: dict, trainer: Trainer) -> dict:
-    """Every window's pseudo-gradient, error feedback before and after, and upload."""
+def train_windows(bases: dict, trainer: Trainer, probe: bool = False) -> dict:
+    """Every window's pseudo-gradient, error feedback before and after, and upload; with
+    ``probe``, also the validator's chaos probe of it (a replay with perturbed gradients)."""
     setting = bases["setting"]
     inner = InnerConfig(**setting["inner"])
     data = TokenDataset.from_folder(Path(setting["data"]), seq_len=setting["seq_len"])
@@ -53,9 +55,12 @@ def train_windows(bases: dict, trainer: Trainer) -> dict:
         delta = pseudo_gradient(base, model)
         before = ef.state_dict()
         payload, _ = ef.compress(compressor, delta)
-        out["windows"].append(
-            {"delta": delta, "before": before, "after": ef.state_dict(), "payload": payload}
-        )
+        record = {"delta": delta, "before": before, "after": ef.state_dict(), "payload": payload}
+        if probe:
+            replayer = Replayer(model, inner)
+            batches = list(data.batches(ids, inner.micro_batch))
+            record["probe"] = replayer.replay(base, batches, inner.steps, noise=PROBE_NOISE)
+        out["windows"].append(record)
     return out
 
 
@@ -69,7 +74,7 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     bases = torch.load(args.bases, weights_only=False)
     if args.mode is None:
-        torch.save(train_windows(bases, Trainer()), args.out)
+        torch.save(train_windows(bases, Trainer(), probe=True), args.out)
         return 0
     config = ParallelConfig(mode=args.mode, timeout_s=120, idle_timeout_s=120)
     with launch(config, "cpu", bases["setting"]["inner"]["micro_batch"]) as group:

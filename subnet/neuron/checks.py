@@ -43,7 +43,7 @@ from ..model import build_model
 from ..storage.base import StorageError
 from ..storage.keys import ObjectKind
 from ..verify.answer import BadAnswer, parse_answer
-from ..verify.check import Outcome, check, chunks_for, levels
+from ..verify.check import Outcome, check, chunks_for, levels, spread
 from ..verify.chunks import FRESH
 from ..verify.draw import chunk_sample, targets
 from ..wire import Rejected, publish_envelope
@@ -57,7 +57,7 @@ from .answers import (
     notice_lane,
     read_notice,
 )
-from .replay import Replayer, ReplayShort
+from .replay import PROBE_NOISE, Replayer, ReplayShort
 from .rules import inner_config
 from .uploads import Received, WindowUploads
 
@@ -79,6 +79,7 @@ class Task:
     link: tuple[int, str] | None = None  # only a link to read: (state_from, state_in)
     tries: int = 0
     bytes: int = 0  # the answer's payload, once read (what the check cost in downloads)
+    spread: float | None = None  # the window's chaos as measured (``subnet.verify.check.spread``)
 
 
 class Checker:
@@ -350,7 +351,9 @@ class Checker:
                 task.claimant[:8],
                 DISTRUST,
             )
-        self._record(task.window, task.hotkey, outcome, seconds, task.claimant, task.bytes)
+        self._record(
+            task.window, task.hotkey, outcome, seconds, task.claimant, task.bytes, task.spread
+        )
 
     def _link(self, task: Task) -> Outcome | None:
         """Whether the upload ``state_from`` names committed to the ``state_in`` claimed."""
@@ -406,15 +409,20 @@ class Checker:
         task.bytes = sum(t.numel() * t.element_size() for t in tensors.values())
         answer = parse_answer(chunks, ids, tensors, digest_in, digest_out)
         samples = self.assigned_of(task.window)(task.hotkey)[: upload.samples or None]
-        batches = self.data.batches(samples, self.replayer.inner.micro_batch)
+        batches = list(self.data.batches(samples, self.replayer.inner.micro_batch))
         try:
             delta = self.replayer.replay(task.base, batches, upload.steps)
         except ReplayShort as short:
             raise BadAnswer("check_steps", str(short)) from None
-        return self._compare(upload, chunks, ids, delta, answer)
+        tolerance = p.scoring.check_tolerance
+        if p.scoring.check_margin > 0:  # the window's chaos, measured: a perturbed replay
+            probe = self.replayer.replay(task.base, batches, upload.steps, noise=PROBE_NOISE)
+            task.spread = spread(chunks, ids, delta, probe, answer.ef_in, p.compression.ef_decay)
+            tolerance = max(tolerance, p.scoring.check_margin * task.spread)
+        return self._compare(upload, chunks, ids, delta, answer, tolerance)
 
-    def _compare(self, upload: Received, chunks, ids, delta, answer) -> Outcome:
-        """The comparison on the drawn chunks (``subnet.verify.check``)."""
+    def _compare(self, upload: Received, chunks, ids, delta, answer, tolerance: float) -> Outcome:
+        """The comparison on the drawn chunks (``subnet.verify.check``) at ``tolerance``."""
         p = self.rt.cfg.protocol
         decoded = upload.decode()
         name = p.compression.name
@@ -426,9 +434,7 @@ class Checker:
         parts = chunks_for(
             chunks, ids, delta, answer.ef_in, answer.ef_out, decoded, p.compression.topk
         )
-        return check(
-            parts, p.compression.ef_decay, p.scoring.check_tolerance, codec, levels(decoded)
-        )
+        return check(parts, p.compression.ef_decay, tolerance, codec, levels(decoded))
 
     # -- outcomes -------------------------------------------------------------------------
 
@@ -440,6 +446,7 @@ class Checker:
         seconds: float = 0.0,
         claimant: str = "",
         nbytes: int = 0,
+        spread: float | None = None,
     ) -> None:
         """A finished check: verified, or banned here; reported in the next notice."""
         result = "pass" if outcome.ok else str(outcome.reason)
@@ -457,15 +464,17 @@ class Checker:
             seconds=seconds,
             claimant=claimant or None,
             bytes=nbytes,
+            spread=spread if spread is None or math.isfinite(spread) else None,
         )
         if outcome.ok:
             self.verified[hotkey] = max(self.verified.get(hotkey, -1), window)
             logger.info(
-                "window {} {}: {} passed (input error {:.2g}, {:.1f}s)",
+                "window {} {}: {} passed (input error {:.2g}, honest spread {}, {:.1f}s)",
                 window,
                 hotkey[:8],
                 kind,
                 outcome.error,
+                "-" if spread is None else f"{spread:.2g}",
                 seconds,
             )
             return

@@ -19,6 +19,8 @@ from ..training import build_inner_optimizer, pseudo_gradient, train_inner
 from ..training.config import InnerConfig
 from ..training.pseudograd import load_parameters
 
+PROBE_NOISE = 1e-6  # relative gradient noise of the chaos probe: about what other kernels differ by
+
 
 class ReplayShort(Exception):
     """The samples did not give the steps the upload claims (a receipt that lies about them)."""
@@ -32,18 +34,37 @@ class Replayer:
     inner: InnerConfig
 
     def replay(
-        self, base: dict[str, torch.Tensor], batches: Iterable, steps: int
+        self, base: dict[str, torch.Tensor], batches: Iterable, steps: int, noise: float = 0.0
     ) -> dict[str, torch.Tensor]:
         """The pseudo-gradient of ``steps`` inner steps from ``base`` on ``batches`` (CPU
         tensors). Raises :class:`ReplayShort` when the batches give fewer steps; any other
-        exception (a data read, memory) is the replayer's own failure, not the sender's."""
+        exception (a data read, memory) is the replayer's own failure, not the sender's.
+
+        ``noise`` > 0 multiplies every gradient by ``1 + noise * N(0, 1)`` (seeded): the chaos
+        probe, a replay as another machine's kernels might compute it."""
         device = next(self.model.parameters()).device
         batches = list(batches)  # read first: a data failure is not the sender's
         load_parameters(self.model, base)
         cfg = self.inner.model_copy(update={"steps": steps})
         optimizer = build_inner_optimizer(self.model, cfg)
-        done = train_inner(self.model, batches, cfg, optimizer)
+        hooks = _perturb(self.model, noise) if noise > 0 else []
+        try:
+            done = train_inner(self.model, batches, cfg, optimizer)
+        finally:
+            for hook in hooks:
+                hook.remove()
         if done.steps != steps:
             raise ReplayShort(f"{done.steps} of {steps} steps fit the samples")
         delta = pseudo_gradient({k: v.to(device) for k, v in base.items()}, self.model)
         return {k: v.detach().cpu() for k, v in delta.items()}
+
+
+def _perturb(model: nn.Module, noise: float) -> list:
+    """Gradient hooks that perturb each gradient by ``noise`` relative (seeded, reproducible)."""
+    generator = torch.Generator(device=next(model.parameters()).device).manual_seed(0)
+
+    def hook(grad: torch.Tensor) -> torch.Tensor:
+        jitter = torch.randn(grad.shape, generator=generator, device=grad.device, dtype=grad.dtype)
+        return grad * (1 + noise * jitter)
+
+    return [p.register_hook(hook) for p in model.parameters() if p.requires_grad]

@@ -82,6 +82,28 @@ def chunks_for(
     return out
 
 
+def spread(
+    chunks,
+    ids: list[int],
+    replayed: dict[str, torch.Tensor],
+    probe: dict[str, torch.Tensor],
+    ef_in: list[torch.Tensor],
+    decay: float,
+) -> float:
+    """How far two honest replays' codec inputs lie apart on chunks ``ids`` (relative L2): the
+    window's chaos as the validator measures it (``probe``: the replay with perturbed gradients,
+    ``subnet.neuron.replay``). A check's tolerance is at least a margin times this."""
+    num = den = 0.0
+    rows = zip(chunks.chunks(replayed, ids), chunks.chunks(probe, ids), ef_in, strict=True)
+    for a, b, e_in in rows:
+        u = decay * e_in.double() + a.double()
+        num += float((a.double() - b.double()).pow(2).sum())
+        den += float(u.pow(2).sum())
+    if not math.isfinite(num) or not math.isfinite(den):
+        return math.inf
+    return math.sqrt(num / den) if den else (0.0 if num == 0 else math.inf)
+
+
 def levels(decoded: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Each tensor's codebook levels, from its decoded upload (for the bin-order check)."""
     return {name: torch.unique(t[t != 0]) for name, t in decoded.items()}

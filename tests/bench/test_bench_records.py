@@ -257,10 +257,11 @@ def test_gpu_check_writes_one_json_line_on_a_cpu(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         cwd=ROOT,
-        timeout=600,
+        timeout=1800,
         check=False,
         env={
             "PATH": "/usr/bin:/bin",
+            "STEP_TIMEOUT": "800",  # a hang guard: a busy 2-core machine, not a GPU
             "PYTHON": sys.executable,
             "DEVICE": "cpu",
             "PRESET": "tiny",

@@ -21,6 +21,7 @@ from subnet.localnet import LocalStack, StackSettings
 from subnet.localnet.neurons import NeuronSet, write_protocol
 from subnet.localnet.pacemaker import Pacemaker, wait_windows
 from subnet.localnet.run import read_records
+from subnet.monitor.report.load import read_jsonl
 
 pytestmark = pytest.mark.slow
 HONEST = ("miner1", "miner2", "miner3")
@@ -171,21 +172,24 @@ def test_every_honest_upload_accepted_and_noise_weighted_near_zero(run):
         assert checked, f"{validator} scored none of the merged windows"
         assert any(all(r["window"] not in skipped[n] for n in HONEST) for r in checked), skipped
         # Probation (scoring.pay_unverified = false): an honest miner's uploads may be held at 0
-        # ("unverified") until a check of it passes, never after it was scored once.
-        verified = set()
-        for row in rows:
+        # ("unverified") until this validator's check of it passes, never after.
+        passed: set[str] = set()
+        for row in read_jsonl(dirs[validator] / "metrics.jsonl"):
+            if row.get("event") == "check":
+                passed |= {row["hotkey"]} if row["ok"] else set()
+            if row.get("event") != "scores":
+                continue
             for name in HONEST:
                 verdict = row["verdicts"].get(hotkeys[name], ["missing"])[0]
                 if row["window"] in skipped[name]:  # it said it was too slow and sent nothing
                     assert verdict == "missing", (validator, name, row["window"], verdict)
                 elif row["window"] in merged_windows and verdict != "scored":
-                    assert verdict == "unverified" and name not in verified, (
+                    assert verdict == "unverified" and hotkeys[name] not in passed, (
                         validator,
                         name,
                         row["window"],
                         verdict,
                     )
-                verified |= {name} if verdict == "scored" else set()
         weights = [w for w in read_records(dirs[validator] / "metrics.jsonl", "weights") if w["ok"]]
         assert weights, f"{validator} never set weights on chain"
         # Noise may lower a loss by chance now and then, by far less than real training does.
