@@ -66,7 +66,7 @@ def test_page_bytes_section_and_card(tmp_path: Path) -> None:
     assert "353×" in text and "models and data down, 8.50 kB a round" in text
     assert (
         "gradients, 3.00 MB" in text
-        and "up: score reports; down: every gradient it verifies" in text
+        and "up: score reports, check notices; down: every gradient it scores, the answers" in text
     )
     for cell in ("1.00 kB", "7.50 kB", "4.00 kB", "11.5 kB", "1.50 MB"):
         assert cell in text, cell
@@ -78,3 +78,24 @@ def test_no_meter_counts_no_section(tmp_path: Path) -> None:
     one = traffic.RoleTraffic("miner", 1, 1, 10, 20, 10, 20)
     assert one.steady_up is None and one.steady_down is None  # one round: nothing after it
     assert "Bytes per peer per round" not in render_page(run)
+
+
+def test_verification_bytes_have_their_own_line(tmp_path: Path) -> None:
+    """A checked miner's answer and the validator's read of it: counted inside the role
+    figures (the meters) and said apart, on the page and in the demo's summary line."""
+    run_dir = _traffic_run(tmp_path)
+    assert traffic.verification(load_run(run_dir)) is None  # nothing checked: no line
+    _write(run_dir, "miner-m1", [{"event": "answered", "role": "miner", "hotkey": "m1", "t": 12,
+                                  "window": 0, "lane": "grads", "bytes": 2_000}])  # fmt: skip
+    _write(run_dir, "validator-v1", [{"event": "check", "role": "validator", "hotkey": "v1",
+                                      "t": 22, "window": 0, "ok": True, "bytes": 1_900}])  # fmt: skip
+    run = load_run(run_dir)
+    line = traffic.verification(run)
+    assert line == (
+        "verification (checks of training): miners wrote 1 answer(s), 2.00 kB up; validators "
+        "read 1, 1.90 kB down (50.0 % of the miners' bytes up)"
+    )
+    assert line in traffic.describe(run, fmt_bytes).splitlines()
+    assert "Verification (checks of training): miners wrote 1 answer(s)" in render_page(
+        run, now=100
+    )

@@ -39,10 +39,14 @@ def card(run: Run, uploads: int = 0, ddp_uploads: int = 0) -> tuple[str, str, st
 # What each role's bytes are made of, both ways (everything goes through object storage).
 COUNTS = {
     "miner": (
-        "gradient uploads (and, when drawn for an audit, its training states)",
+        "gradient uploads (and, when a check names it, its answer: drawn chunks of its error "
+        "feedback with proofs)",
         "model versions, data shards",
     ),
-    "validator": ("score reports", "every gradient it verifies and audits, model versions"),
+    "validator": (
+        "score reports, check notices",
+        "every gradient it scores, the answers to its checks, model versions",
+    ),
     "holder": (
         "model versions published, the dataset (first record)",
         "the gradients it merges, score reports",
@@ -83,9 +87,11 @@ def panel(run: Run) -> str:
             "record (dataset shards, the first checkpoint, the holder's initial model). DDP: what each worker sends, and "
             "receives as much, all-reducing fp32 gradients every inner step over the round's "
             "contributors.")  # fmt: skip
+    checks = traffic.verification(run)
+    line = f'<p class="meta">{escape(checks[0].upper() + checks[1:])}</p>' if checks else ""
     return (f'<section class="panel"><h2>Bytes per peer per round</h2><table><thead><tr>{th}'
-            f'</tr></thead><tbody>{body}</tbody></table><p class="meta">{escape(note)}</p>'
-            "</section>")  # fmt: skip
+            f'</tr></thead><tbody>{body}</tbody></table>{line}'
+            f'<p class="meta">{escape(note)}</p></section>')  # fmt: skip
 
 
 def _what(role: str) -> str:

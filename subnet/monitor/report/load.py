@@ -152,6 +152,8 @@ class Run:
     uploads: list[UploadTiming] = field(default_factory=list)
     traffic: dict[str, list[int]] = field(default_factory=dict)  # hotkey -> [bytes up, down]
     transfers: list[Transfer] = field(default_factory=list)  # one per record with bytes
+    # checks of training: role -> [bytes, count] (a miner's answers written, a validator's read)
+    verification: dict[str, list[int]] = field(default_factory=dict)
     chain: dict[str, dict[str, float]] = field(default_factory=dict)  # hotkey -> incentive ...
 
     def latest_window(self) -> int | None:
@@ -247,6 +249,10 @@ def _add(run: Run, r: dict[str, Any]) -> None:
         totals[0] += up or 0
         totals[1] += down or 0
         run.transfers.append(Transfer(hotkey, role, str(event), up or 0, down or 0))
+    if event in ("answered", "check") and (nbytes := _int(r.get("bytes"))):
+        entry = run.verification.setdefault(role, [0, 0])
+        entry[0] += nbytes
+        entry[1] += 1
     if event == "version" and _int(r.get("version")) is not None:
         contributors = _numbers(r.get("contributors"))
         run.versions.append(Version(

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .load import Run
+from .units import fmt_bytes
 
 ROLES = ("miner", "validator", "holder")
 
@@ -100,6 +101,24 @@ def miner_saving(run: Run) -> float | None:
     return 2 * ring / miner.both_per_round
 
 
+def verification(run: Run) -> str | None:
+    """What checks of training moved, for its own line: the answers miners wrote and the ones
+    validators read, already inside the per-role figures (None when nothing was checked)."""
+    sent, read = run.verification.get("miner"), run.verification.get("validator")
+    if not sent and not read:
+        return None
+    parts = []
+    if sent:
+        parts.append(f"miners wrote {sent[1]} answer(s), {fmt_bytes(sent[0])} up")
+    if read:
+        parts.append(f"validators read {read[1]}, {fmt_bytes(read[0])} down")
+    uploads = sum(t.up for t in run.transfers if t.role == "miner")
+    share = (
+        f" ({100 * sent[0] / uploads:.1f} % of the miners' bytes up)" if sent and uploads else ""
+    )
+    return "verification (checks of training): " + "; ".join(parts) + share
+
+
 def describe(run: Run, fmt: Callable[[float], str]) -> str:
     """One line for the demo's summary; ``fmt`` formats a byte count."""
     parts = []
@@ -117,4 +136,5 @@ def describe(run: Run, fmt: Callable[[float], str]) -> str:
                  f"{fmt(ring)} down per worker")  # fmt: skip
     if saved is not None:
         line += f" ({saved:,.0f}x a miner's up + down)"
-    return line
+    checks = verification(run)
+    return line + (f"\n{checks}" if checks else "")
