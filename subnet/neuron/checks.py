@@ -283,13 +283,15 @@ class Checker:
                 self._learn(validator, verdict, window)
 
     def _learn(self, validator: str, verdict: CheckVerdict, window: int) -> None:
-        """Another validator's verdict: a pass verifies; a failure of an upload this validator
-        still holds is confirmed here (unless that validator's claims are ignored for now)."""
+        """Another validator's verdict (none while that validator's claims are ignored): a pass
+        verifies; a failure of an upload this validator still holds is confirmed here."""
+        if self.distrust.get(validator, -1) > window:
+            return  # its claims, failures and passes, are ignored for now
         if verdict.ok:
             seen = self.verified.get(verdict.hotkey, -1)
             self.verified[verdict.hotkey] = max(seen, verdict.window)
             return
-        if self.distrust.get(validator, -1) > window or verdict.hotkey in self.banned:
+        if verdict.hotkey in self.banned:
             return
         uploads, base = self.held.get(verdict.window, ({}, {}))
         if verdict.hotkey not in uploads:
