@@ -17,12 +17,13 @@ import subnet.neuron.replay as replay_module
 import subnet.neuron.validator as validator_module
 from subnet.clock import ManualClock
 from subnet.data import random_sample_ids
-from subnet.neuron.answers import STATE_FROM, STATE_IN, STATE_OUT
+from subnet.neuron.answers import STATE_FROM, STATE_IN, STATE_OUT, notice_lane
 from subnet.neuron.holder import ModelHolder
 from subnet.neuron.miner import Miner, Upload, WindowSkipped
 from subnet.neuron.validator import Validator
 from subnet.storage.keys import ObjectKind, object_key
 from subnet.verify.chunks import FRESH
+from subnet.wire import CheckNotice, CheckVerdict, publish_envelope
 
 ALL = {"checks": 4, "check_share": 1.0, "check_chunks": 0.5}
 
@@ -357,3 +358,37 @@ def test_a_sender_no_check_has_passed_is_not_paid_once_someone_is_verified(
     assert got[first][0] == "scored" and got[first][1] > 0.0
     play(holder, [m1, m2], validator, 2)
     assert all(why != "unverified" for why, _ in verdicts(validator).values())  # both verified
+
+
+def _notice(world, name: str, window: int, *verdicts) -> None:
+    """``name``'s signed check notice for ``window``, written by hand (a validator that lies)."""
+    rt = world.runtimes[name]
+    publish_envelope(rt.store, signer=rt.signer, run=rt.cfg.protocol.run, kind=ObjectKind.CHECKS,
+                     window=window, tensors={}, lane=notice_lane(rt), plan=rt.plan.digest,
+                     metadata=CheckNotice(verdicts=tuple(verdicts)).wire())  # fmt: skip
+
+
+def test_a_validator_that_claims_an_honest_miner_failed_is_contradicted_and_then_ignored(
+    world_with, monkeypatch
+) -> None:
+    monkeypatch.setattr(validator_module, "random_sample_ids",
+                        functools.partial(random_sample_ids, seed=0))  # fmt: skip
+    names = {"holder": "holder", "v1": "validator", "v2": "validator", "m1": "miner", "m2": "miner"}
+    world = world_with(names, scoring=ALL)
+    holder, m1, m2, validator = roles(world)
+    liar, honest = world.runtimes["v2"].hotkey, m1.rt.hotkey
+    play(holder, [m1, m2], validator, 0)
+    assert honest in validator.checker.verified  # its own check of window 0 passed
+    # v2's notice of window 1 says m1's upload of window 0 failed: v1 replays it (a
+    # confirmation), finds it honest, keeps m1 and ignores v2's claims from then on.
+    _notice(world, "v2", 1, CheckVerdict(0, honest, "check_mismatch", 0.5))
+    play(holder, [m1, m2], validator, 1)
+    confirmations = [r for r in records(validator, "check") if r["claimant"] == liar]
+    assert [(r["window"], r["hotkey"], r["ok"]) for r in confirmations] == [(0, honest, True)]
+    assert honest not in validator.checker.banned and verdicts(validator)[honest][0] == "scored"
+    assert validator.checker.distrust[liar] > 1
+    # Its passes count for nothing now either: they would end a newcomer's probation.
+    stranger = world.runtimes["holder"].hotkey
+    _notice(world, "v2", 2, CheckVerdict(1, stranger, "pass", 0.0))
+    play(holder, [m1, m2], validator, 2)
+    assert stranger not in validator.checker.verified
