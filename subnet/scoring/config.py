@@ -159,9 +159,10 @@ class ScoringConfig(BaseModel):
         ge=0.0,
         le=100.0,
         description=(
-            "a check's tolerance is at least this many times the validator's own measure of the "
-            "window's chaos: a second replay with every gradient perturbed by 1e-6 relative (what "
-            "other kernels do) and its codec-input difference from the first. Training that "
+            "a check beyond check_tolerance passes if within this many times the validator's "
+            "own measure of the window's chaos: a second replay with every gradient perturbed by "
+            "1e-6 relative (what other kernels do) and its codec-input difference from the "
+            "first, run only for such a check. Training that "
             "amplifies rounding (hypertrain-20m at H = 30: 1e-7 grows to 1 - 5 %) is not banned "
             "for its kernels; 0: no second replay, the fixed check_tolerance alone"
         ),
