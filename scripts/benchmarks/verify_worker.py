@@ -37,9 +37,10 @@ from subnet.training.parallel import ParallelConfig  # noqa: E402
 from subnet.training.trainer import Trainer  # noqa: E402
 
 
-def train_windows(bases: dict, trainer: Trainer, probe: bool = False) -> dict:
+def train_windows(bases: dict, trainer: Trainer, probe: bool = False, extra=()) -> dict:
     """Every window's pseudo-gradient, error feedback before and after, and upload; with
-    ``probe``, also the validator's chaos probe of it (a replay with perturbed gradients)."""
+    ``probe``, also the validator's chaos probe of it (a replay with perturbed gradients), and
+    one more probe per noise level in ``extra`` (``probe@NOISE``: what another level would see)."""
     setting = bases["setting"]
     inner = InnerConfig(**setting["inner"])
     data = TokenDataset.from_folder(Path(setting["data"]), seq_len=setting["seq_len"])
@@ -60,6 +61,8 @@ def train_windows(bases: dict, trainer: Trainer, probe: bool = False) -> dict:
             replayer = Replayer(model, inner)
             batches = list(data.batches(ids, inner.micro_batch))
             record["probe"] = replayer.replay(base, batches, inner.steps, noise=PROBE_NOISE)
+            for noise in extra:
+                record[f"probe@{noise:g}"] = replayer.replay(base, batches, inner.steps, noise)
         out["windows"].append(record)
     return out
 
@@ -70,11 +73,13 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--mode", default=None, help="ddp or fsdp: one of two ranks")
+    parser.add_argument("--probe-noises", default="", help="more chaos-probe noise levels")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     bases = torch.load(args.bases, weights_only=False)
     if args.mode is None:
-        torch.save(train_windows(bases, Trainer(), probe=True), args.out)
+        extra = [float(x) for x in args.probe_noises.split(",") if x]
+        torch.save(train_windows(bases, Trainer(), probe=True, extra=extra), args.out)
         return 0
     config = ParallelConfig(mode=args.mode, timeout_s=120, idle_timeout_s=120)
     with launch(config, "cpu", bases["setting"]["inner"]["micro_batch"]) as group:
