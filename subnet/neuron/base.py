@@ -28,11 +28,9 @@ from ..storage.base import StorageError
 from ..topology import SlotPlan
 from ..versions import PublishError, SyncError
 from ..wire import Rejected
-from .gates import GATES
-from .rules import STOP_RULES
 from .runtime import Runtime
 from .state import StateFile
-from .steps import Action, Step
+from .steps import Action, Gate, Step, StopRule
 
 # Failures that cost one step, not the process.
 WINDOW_ERRORS = (
@@ -54,6 +52,8 @@ class BaseNeuron(ABC):
 
     role: str = "neuron"  # the role class the plan's slots name
     actions: ClassVar[Mapping[str, Action]] = {}  # the plan's action names -> methods
+    gates: ClassVar[Mapping[str, Gate]] = {}  # the plan's gate names -> gates
+    stop_rules: ClassVar[Mapping[str, StopRule]] = {}  # the plan's stop rule names -> rules
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
@@ -137,7 +137,7 @@ class BaseNeuron(ABC):
     def finished(self) -> bool:
         """Whether the plan's stop rule says the run is over."""
         stop = self.rt.plan.stop
-        return STOP_RULES[stop["rule"]](self, stop)
+        return self.stop_rules[stop["rule"]](self, stop)
 
     def advance(self, window: int, offset: int) -> bool:
         """Run or skip the steps of ``window`` due at ``offset``; True once a window's last
@@ -205,7 +205,7 @@ class BaseNeuron(ABC):
         missed with it: a trainer of two models trains model B in a round it holds no grant of
         model A for. Any other gate keeps plan order.
         """
-        gate = GATES.get(self.held_by or "")
+        gate = self.gates.get(self.held_by or "")
         cfg = self.rt.windows.cfg
         if gate is None or gate.lapse is None or gate.lapse(cfg) < cfg.blocks:
             return
@@ -241,7 +241,7 @@ class BaseNeuron(ABC):
     def gates_pass(self, step: Step, last: int) -> bool:
         """Whether every gate of ``step`` passed (or lapsed: then the step runs anyway)."""
         for name in step.plan.gates:
-            gate = GATES[name]
+            gate = self.gates[name]
             try:
                 if gate.ready(self, step):
                     continue

@@ -57,8 +57,8 @@ from .answers import (
     notice_lane,
     read_notice,
 )
+from .bindings import inner_config
 from .replay import Replayer, ReplayShort
-from .rules import inner_config
 from .uploads import Received, WindowUploads
 
 KEEP_OUTS = 16  # committed state_out roots kept per sender (its last uploads)

@@ -8,8 +8,7 @@ peer costs freshness, never the window.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 from ..config import WindowConfig
@@ -20,22 +19,7 @@ from .actions.presence import objects_present
 from .actions.ring import predecessor_in
 from .actions.rounds import final_round, first_round
 from .actions.tree import children_in
-from .steps import Step
-
-
-def never(cfg: WindowConfig) -> int:
-    """A lapse offset no tick reaches: the step does not run unless the gate passes."""
-    return cfg.blocks
-
-
-@dataclass(frozen=True)
-class Gate:
-    """A named condition; ``lapse(window cfg)``: the offset from which the step runs without it."""
-
-    name: str
-    ready: Callable[[Any, Step], bool]  # (role, step) -> passed?
-    lapse: Callable[[WindowConfig], int] | None = None  # None: the phase's last offset
-    doc: str = ""
+from .steps import Gate, Step, never
 
 
 def version_out(neuron: Any, step: Step) -> bool:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -43,17 +42,13 @@ from .actions.ring import final_merge
 from .actions.sweep import fan_out
 from .actions.tree import tree_senders
 from .base import BaseNeuron
+from .bindings import lane_data_rule, samples_per_window
 from .equivocation import Caught
+from .gates import GATES
+from .merge_result import MergeResult
 from .points import Points
 from .replica import checkpoint_bytes
-from .rules import (
-    AGGREGATION_RULES,
-    DATA_RULES,
-    MERGE_WEIGHTS,
-    OUTER_RULES,
-    lane_data_rule,
-    samples_per_window,
-)
+from .rules import AGGREGATION_RULES, DATA_RULES, MERGE_WEIGHTS, OUTER_RULES, STOP_RULES
 from .runtime import Runtime
 from .state import prefixed, unprefixed
 from .steps import Action, Step
@@ -81,28 +76,6 @@ def publish_dataset(rt: Runtime) -> None:
             rt.store.put(prefix + path.relative_to(folder).as_posix(), path.read_bytes())
     rt.store.put(prefix + MANIFEST_KEY, (folder / MANIFEST_KEY).read_bytes())
     logger.info("published dataset {} ({} files) to {}", folder.name, len(files), rt.store.location)
-
-
-@dataclass
-class MergeResult:
-    """One window's merge (the ``merge`` action's result)."""
-
-    window: int
-    merged: bool
-    weights: dict[str, float] = field(default_factory=dict)  # merged senders -> merge weight
-    bytes: int = 0  # bytes of the uploads read
-    tokens: int = 0  # tokens the merged senders report (informational)
-    reports: int = 0  # score reports used
-    ddp_bytes: int = 0  # what DDP (ring all-reduce, fp32, every step) sends for the same work
-    ddp_ring_bytes_per_worker: int = 0  # of which one worker sends (and receives as much)
-    merge_seconds: float = 0.0
-
-    def fields(self) -> dict[str, Any]:
-        """The ``version`` metric's fields (the run page reads them)."""
-        return {"weights": self.weights, "bytes": self.bytes, "tokens": self.tokens,
-                "reports": self.reports, "ddp_bytes": self.ddp_bytes,
-                "ddp_ring_bytes_per_worker": self.ddp_ring_bytes_per_worker,
-                "merge_seconds": self.merge_seconds}  # fmt: skip
 
 
 class ModelHolder(BaseNeuron):
@@ -176,6 +149,8 @@ class ModelHolder(BaseNeuron):
         "merge": merge, "admit": admit, "consensus": consensus, "fan_out": fan_out,
         "final_merge": final_merge, "grant_data": grant_data,
     }  # fmt: skip
+    gates = GATES  # the conditions a step of the plan may wait for
+    stop_rules = STOP_RULES
 
     def trusted(self) -> set[str]:
         """Scorers whose reports count: writers of the score lane holding ``runs.score``."""

@@ -24,8 +24,8 @@ from ..topology import StepPlan
 from ..training import build_inner_optimizer
 from ..training.config import InnerConfig
 from .actions.sweep import point_of, point_stream
+from .bindings import inner_config
 from .replica import Replica
-from .rules import inner_config
 from .runtime import Runtime
 
 

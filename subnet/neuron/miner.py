@@ -38,10 +38,11 @@ from .actions.tree import reduce
 from .answers import KEEP, Held, beacon, chunk_map, named_by, write_answer
 from .base import BaseNeuron
 from .commits import Sealed, seal, write_commit, write_reveal
+from .gates import GATES
 from .lines import Line, build_lines, stream_of
 from .pacer import Pacer, WindowSkipped  # noqa: F401 (WindowSkipped: re-exported)
 from .replica import Replica
-from .rules import DATA_RULES
+from .rules import DATA_RULES, STOP_RULES
 from .state import load_optimizer_state, optimizer_state, prefixed, unprefixed
 from .steps import Action, Step
 
@@ -226,6 +227,8 @@ class Miner(BaseNeuron):
     mix = mix
     actions: ClassVar[dict[str, Action]] = {"train": train, "reveal": reveal, "reduce": reduce,
                                             "mix": mix}  # fmt: skip
+    gates = GATES  # the conditions a step of the plan may wait for
+    stop_rules = STOP_RULES
 
     def sync(self, window: int) -> None:
         """Move to the latest model version (the ``version_out`` gate waited for it)."""

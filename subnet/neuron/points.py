@@ -23,6 +23,7 @@ from ..training import build_outer_optimizer, load_parameters, snapshot
 from ..versions import VersionPublisher
 from .actions.grants import trainers
 from .actions.sweep import assign_points, point_stream
+from .merge_result import MergeResult
 from .rules import OUTER_RULES
 from .state import prefixed, unprefixed
 
@@ -143,10 +144,8 @@ class Points:
             return self.holder
         return line
 
-    def merge(self, window: int) -> Any:
+    def merge(self, window: int) -> MergeResult:
         """Merge each point's workers into that point's model and publish it."""
-        from .holder import MergeResult
-
         weights: dict[str, float] = {}
         merged = False
         for line in self.lines.values():

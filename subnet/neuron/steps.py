@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..config import WindowConfig
 from ..topology import StepPlan
 
 # role instance, step -> typed result (Upload, ScoreReport, MergeResult ...)
@@ -43,3 +44,22 @@ class Step:
 
     def __str__(self) -> str:
         return f"{self.plan.action}@{self.window}"
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A named condition; ``lapse(window cfg)``: the offset from which the step runs without it."""
+
+    name: str
+    ready: Callable[[Any, Step], bool]  # (role, step) -> passed?
+    lapse: Callable[[WindowConfig], int] | None = None  # None: the phase's last offset
+    doc: str = ""
+
+
+def never(cfg: WindowConfig) -> int:
+    """A lapse offset no tick reaches: the step does not run unless the gate passes."""
+    return cfg.blocks
+
+
+# When a run ends, asked by the loop after each window: (role, [stop] table) -> stop now?
+StopRule = Callable[[Any, Mapping[str, Any]], bool]

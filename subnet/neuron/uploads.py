@@ -22,8 +22,8 @@ from ..data import sample_receipt
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind
 from ..wire import Envelope, Expected, GradientMeta, Reason, Rejected, fetch_envelope
+from .bindings import inner_config
 from .commits import reveal_matches
-from .rules import inner_config
 from .runtime import Runtime
 
 T = TypeVar("T")

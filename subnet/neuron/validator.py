@@ -42,11 +42,13 @@ from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind, object_key
 from ..wire import Reason, ScoreReportMeta, publish_envelope
 from .base import BaseNeuron
+from .bindings import lane_data_rule
 from .checks import Checker
 from .commits import CommitSnapshot
 from .equivocation import KEEP_WINDOWS, Equivocations
+from .gates import GATES
 from .replica import Replica
-from .rules import DATA_RULES, lane_data_rule
+from .rules import DATA_RULES, STOP_RULES
 from .state import prefixed, unprefixed
 from .steps import Action, Step
 from .uploads import Received, WindowUploads, collect_uploads, screen
@@ -119,6 +121,8 @@ class Validator(BaseNeuron):
         self.records.pop(hotkey, None)
 
     actions: ClassVar[dict[str, Action]] = {"score": score}
+    gates = GATES  # the conditions a step of the plan may wait for
+    stop_rules = STOP_RULES
 
     def observe(self, tick: int, window: int, offset: int) -> None:
         """Read the commits up to the deadline (a commit-reveal lane); else note when each upload

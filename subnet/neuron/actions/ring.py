@@ -21,6 +21,7 @@ from ...storage.base import StorageError
 from ...storage.keys import ObjectKind, object_key
 from ...training import load_parameters, snapshot
 from ...wire import Expected, Reason, Rejected, fetch_envelope, publish_envelope
+from ..merge_result import MergeResult
 from ..steps import Step
 from .presence import present
 
@@ -124,11 +125,9 @@ def mix(miner: Any, step: Step) -> Mixed:
     return Mixed(window, pred, weight)
 
 
-def final_merge(holder: Any, step: Step) -> Any:
+def final_merge(holder: Any, step: Step) -> MergeResult:
     """Action (holder): average the final models (those on the lanes read: the gossip
     workers'; and the holder's own sweep points' models) and publish the result."""
-    from ..holder import MergeResult  # the holder imports this module for its actions dict
-
     rt, window = holder.rt, step.window
     lanes = [n for n in step.plan.reads if rt.plan.lanes[n].kind == ObjectKind.CHECKPOINT.value]
     params = snapshot(holder.model)

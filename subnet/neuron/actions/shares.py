@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..rules import samples_per_window
+from ..bindings import samples_per_window
 from .grants import trainers
 
 

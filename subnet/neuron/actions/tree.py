@@ -20,7 +20,8 @@ from loguru import logger
 from ...storage.keys import ObjectKind
 from ...versions import SyncError
 from ...wire import GradientMeta, Reason, publish_envelope
-from ..rules import DATA_RULES, samples_per_window
+from ..bindings import samples_per_window
+from ..rules import DATA_RULES
 from ..steps import Step
 from ..uploads import Received, collect_uploads
 from .presence import objects_present
