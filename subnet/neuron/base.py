@@ -55,6 +55,22 @@ class BaseNeuron(ABC):
     actions: ClassVar[Mapping[str, Action]] = {}  # the plan's action names -> methods
     gates: ClassVar[Mapping[str, Gate]] = {}  # the plan's gate names -> gates
     stop_rules: ClassVar[Mapping[str, StopRule]] = {}  # the plan's stop rule names -> rules
+    # A role's attributes, declared: ``saved`` ones go in its state file (``state``/``restore``),
+    # ``rebuilt`` ones are handles, settings and caches built anew by ``__init__``/``setup``.
+    # The save/restore test over every role fails on an attribute declared in neither.
+    saved: ClassVar[tuple[str, ...]] = ()
+    rebuilt: ClassVar[tuple[str, ...]] = ()
+    LOOP: ClassVar[tuple[str, ...]] = (
+        "rt",
+        "slot",
+        "state_file",
+        "schedule",
+        "stop_event",
+        "busy",
+        "ready",
+        "setup_since",
+        "next_setup",
+    )
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt

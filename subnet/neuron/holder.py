@@ -103,6 +103,7 @@ class ModelHolder(BaseNeuron):
         self.pending_delta: tuple[int, SparseDelta] | None = None  # (window, its sparse step)
         # Senders caught serving other bytes than a validator scored: named in a next version
         self.caught = Caught()
+        self.admitted: list[str] | None = None  # the trainers ``admit`` let in (None: not run)
 
     def setup(self) -> None:
         """Publish the dataset to our bucket; build the model, outer optimizer and publisher."""
@@ -151,6 +152,18 @@ class ModelHolder(BaseNeuron):
     }  # fmt: skip
     gates = GATES  # the conditions a step of the plan may wait for
     stop_rules = STOP_RULES
+    saved = (
+        "version",
+        "unpublished",
+        "pending_delta",
+        "caught",
+        "admitted",
+        "model",
+        "outer",
+        "broadcast",
+        "points",
+    )
+    rebuilt = ("grads", "scores", "data", "aggregation", "compressor", "model_lane", "publisher")
 
     def trusted(self) -> set[str]:
         """Scorers whose reports count: writers of the score lane holding ``runs.score``."""
@@ -343,7 +356,7 @@ class ModelHolder(BaseNeuron):
             **points,
         }
         meta = {"version": own["version"], "unpublished": own["unpublished"],
-                "caught": self.caught.state(), **points_meta}  # fmt: skip
+                "caught": self.caught.state(), "admitted": self.admitted, **points_meta}  # fmt: skip
         if own["broadcast"] is not None:  # its error feedback, and a delta not yet published
             tensors.update(prefixed(own["broadcast"].state_dict(), "broadcast"))
             if own["pending_delta"] is not None:
@@ -356,6 +369,8 @@ class ModelHolder(BaseNeuron):
         self.version = meta.get("version")
         self.unpublished = meta.get("unpublished")
         self.caught.restore(meta.get("caught", {}))
+        admitted = meta.get("admitted")
+        self.admitted = None if admitted is None else [str(hk) for hk in admitted]
         model = unprefixed(tensors, "model")
         if model:
             load_parameters(self.model, model)

@@ -229,6 +229,20 @@ class Miner(BaseNeuron):
                                             "mix": mix}  # fmt: skip
     gates = GATES  # the conditions a step of the plan may wait for
     stop_rules = STOP_RULES
+    saved = ("lines", "sealed", "held")
+    # what a window's steps hand each other (``trained`` for reduce or mix) is memory only
+    rebuilt = (
+        "pacer",
+        "data",
+        "line",
+        "compressor",
+        "trainer",
+        "sync_seconds",
+        "train_record",
+        "trained",
+        "trained_window",
+        "held_now",
+    )
 
     def sync(self, window: int) -> None:
         """Move to the latest model version (the ``version_out`` gate waited for it)."""

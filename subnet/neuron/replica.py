@@ -123,6 +123,10 @@ class Replica:
             self.version, self.state = version, state
             self.reset()
 
+    def state_dict(self) -> dict[str, object]:
+        """What a restart needs: the version followed and its parameters."""
+        return {"version": self.version, "state": self.state}
+
     def snapshot(self) -> dict[str, torch.Tensor]:
         """The model's current parameters."""
         return snapshot(self.model)

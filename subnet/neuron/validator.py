@@ -123,6 +123,19 @@ class Validator(BaseNeuron):
     actions: ClassVar[dict[str, Action]] = {"score": score}
     gates = GATES  # the conditions a step of the plan may wait for
     stop_rules = STOP_RULES
+    saved = (
+        "moving",
+        "records",
+        "first_seen",
+        "unreachable",
+        "deadline_looked",
+        "last_weights_block",
+        "equivocations",
+        "checker",
+        "replica",
+    )
+    # the commits of the window at hand and recent fingerprints are memory only
+    rebuilt = ("fingerprints", "grads", "commit_reveal", "snapshot", "data", "compressor")
 
     def observe(self, tick: int, window: int, offset: int) -> None:
         """Read the commits up to the deadline (a commit-reveal lane); else note when each upload
@@ -388,10 +401,18 @@ class Validator(BaseNeuron):
 
     def state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         """Model at its version, moving scores, track records, when weights were last set."""
-        meta = {"version": self.replica.version, "moving": self.moving, "records": self.records,
-                "last_weights_block": self.last_weights_block,
-                "equivocations": self.equivocations.state(),
-                "checks": self.checker.state_dict()}  # fmt: skip
+        seen = [[w, hk, *at] for (w, hk), at in sorted(self.first_seen.items())]
+        meta = {
+            "version": self.replica.version,
+            "moving": self.moving,
+            "records": self.records,
+            "last_weights_block": self.last_weights_block,
+            "equivocations": self.equivocations.state(),
+            "checks": self.checker.state_dict(),
+            "first_seen": seen,  # upload order, for a restart between the deadline and scoring
+            "unreachable": sorted(self.unreachable),
+            "deadline_looked": sorted(self.deadline_looked),
+        }
         return meta, prefixed(self.replica.state or {}, "model")
 
     def restore(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
@@ -399,6 +420,10 @@ class Validator(BaseNeuron):
         self.moving = {k: float(v) for k, v in meta.get("moving", {}).items()}
         self.records = {k: [float(x) for x in v] for k, v in meta.get("records", {}).items()}
         self.last_weights_block = int(meta.get("last_weights_block", 0))
+        seen = meta.get("first_seen", [])
+        self.first_seen = {(int(w), str(hk)): (int(t), float(at)) for w, hk, t, at in seen}
+        self.unreachable = {(int(w), str(hk)) for w, hk in meta.get("unreachable", [])}
+        self.deadline_looked = {int(w) for w in meta.get("deadline_looked", [])}
         self.equivocations.restore(meta.get("equivocations", {}))
         self.checker.load_state_dict(meta.get("checks", {}))
         self.replica.restore(meta.get("version"), unprefixed(tensors, "model"))

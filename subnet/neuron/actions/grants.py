@@ -109,7 +109,7 @@ class Admitted:
 def admit(holder: Any, step: Step) -> Admitted:
     """Action: re-read membership now and admit the trainers present for the next round."""
     holder.reread()
-    before = set(getattr(holder, "admitted", None) or [])
+    before = set(holder.admitted or [])
     members = trainers(holder.rt)
     result = Admitted(step.window, members, sorted(set(members) - before),
                       sorted(before - set(members)))  # fmt: skip
@@ -133,9 +133,7 @@ class Grant:
 def grant_data(holder: Any, step: Step) -> Grant:
     """Action: grant the next round's data units to the admitted trainers, one signed object."""
     rt = holder.rt
-    members = getattr(holder, "admitted", None)
-    if members is None:
-        members = trainers(rt)
+    members = holder.admitted if holder.admitted is not None else trainers(rt)
     units = int(step.params.get("units", 1))
     total = holder.data.split_samples("train") // unit_samples(rt)
     grants = allocate(members, units, step.window + 1, total)
