@@ -107,8 +107,9 @@ class BaseNeuron(ABC):
         # retried on them), so nothing is skipped as "seen" before the first tick arrives.
         handled, seen = 0, None
         steps = ", ".join(f"{s.action} ({s.phase})" for s in self.slot.steps)
-        logger.info("{} running slot {} of {}: {}", self.role, self.slot.name, self.rt.plan.ref,
-                    steps)  # fmt: skip
+        logger.info(
+            "{} running slot {} of {}: {}", self.role, self.slot.name, self.rt.plan.ref, steps
+        )
         self.log_plan()
         self.try_setup()
         for tick in self.rt.clock.ticks():
@@ -131,8 +132,11 @@ class BaseNeuron(ABC):
                 if max_windows is not None and handled >= max_windows:
                     break
                 if self.finished():
-                    logger.info("{}: the plan's stop rule is met after window {}", self.role,
-                                self.last_window)  # fmt: skip
+                    logger.info(
+                        "{}: the plan's stop rule is met after window {}",
+                        self.role,
+                        self.last_window,
+                    )
                     break
         logger.info("{} stopped after {} windows", self.role, handled)
         return handled
@@ -141,11 +145,25 @@ class BaseNeuron(ABC):
         """One ``plan`` record: the topology, this member's slot and the plan's lanes (the run
         page draws the lanes and each slot's rounds from it)."""
         plan = self.rt.plan
-        lanes = {name: {"kind": lane.kind, "mode": lane.mode, "writers": list(lane.writers),
-                        "readers": list(lane.readers)} for name, lane in plan.lanes.items()}  # fmt: skip
-        self.rt.metrics.log("plan", ref=plan.ref, digest=plan.digest, slot=self.slot.name,
-                            hotkey=self.rt.hotkey, role=self.role,
-                            steps=[s.action for s in self.slot.steps], lanes=lanes)  # fmt: skip
+        lanes = {
+            name: {
+                "kind": lane.kind,
+                "mode": lane.mode,
+                "writers": list(lane.writers),
+                "readers": list(lane.readers),
+            }
+            for name, lane in plan.lanes.items()
+        }
+        self.rt.metrics.log(
+            "plan",
+            ref=plan.ref,
+            digest=plan.digest,
+            slot=self.slot.name,
+            hotkey=self.rt.hotkey,
+            role=self.role,
+            steps=[s.action for s in self.slot.steps],
+            lanes=lanes,
+        )
 
     def finished(self) -> bool:
         """Whether the plan's stop rule says the run is over."""
@@ -171,8 +189,9 @@ class BaseNeuron(ABC):
         try:
             self.rt.membership.refresh()
         except WINDOW_ERRORS as error:
-            logger.warning("{}: membership refresh failed, using the last roster: {}", self.role,
-                           error)  # fmt: skip
+            logger.warning(
+                "{}: membership refresh failed, using the last roster: {}", self.role, error
+            )
 
     def gate_ready(self, gate: str, step: Step) -> bool:
         """Whether ``gate`` passed for ``step``; a gate not checkable yet has not."""
@@ -191,12 +210,14 @@ class BaseNeuron(ABC):
         except WINDOW_ERRORS as error:
             reason = getattr(error, "reason", type(error).__name__)
             logger.error("{}: {} failed ({}): {}", self.role, step, reason, error)
-            self.rt.metrics.log("window_failed", window=step.window, step=step.action,
-                                reason=str(reason))  # fmt: skip
+            self.rt.metrics.log(
+                "window_failed", window=step.window, step=step.action, reason=str(reason)
+            )
         except Exception as error:  # a bug or a peer's data we did not foresee: log it, go on
             logger.opt(exception=error).error("{}: {} failed (internal)", self.role, step)
-            self.rt.metrics.log("window_failed", window=step.window, step=step.action,
-                                reason="internal")  # fmt: skip
+            self.rt.metrics.log(
+                "window_failed", window=step.window, step=step.action, reason="internal"
+            )
         finally:
             self.busy = False
             self.timed(step, time.perf_counter() - started)

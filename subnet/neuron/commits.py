@@ -48,15 +48,25 @@ class Sealed:
 
     def meta(self) -> dict[str, Any]:
         """What a state file keeps of it besides the blob."""
-        return {"window": self.window, "lane": self.lane, "key": self.key, "record": self.record,
-                "pending": self.pending}  # fmt: skip
+        return {
+            "window": self.window,
+            "lane": self.lane,
+            "key": self.key,
+            "record": self.record,
+            "pending": self.pending,
+        }
 
     @classmethod
     def load(cls, meta: dict[str, Any], blob: torch.Tensor) -> Sealed:
         """Rebuild from :meth:`meta` and the blob as a uint8 tensor."""
-        return cls(int(meta["window"]), str(meta["lane"]), str(meta["key"]),
-                   blob.numpy().tobytes(), dict(meta.get("record", {})),
-                   bool(meta.get("pending", False)))  # fmt: skip
+        return cls(
+            int(meta["window"]),
+            str(meta["lane"]),
+            str(meta["key"]),
+            blob.numpy().tobytes(),
+            dict(meta.get("record", {})),
+            bool(meta.get("pending", False)),
+        )
 
 
 def seal(
@@ -70,9 +80,17 @@ def seal(
     """The signed gradient envelope to commit to now and reveal later (nothing written yet: the
     caller keeps it safe first, then writes the commit)."""
     run = rt.cfg.protocol.run
-    blob = encode_envelope(signer=rt.signer, run=run, kind=ObjectKind.GRADIENT, window=window,
-                           tensors=tensors, base_version=base_version, metadata=metadata,
-                           lane=lane, plan=rt.plan.digest)  # fmt: skip
+    blob = encode_envelope(
+        signer=rt.signer,
+        run=run,
+        kind=ObjectKind.GRADIENT,
+        window=window,
+        tensors=tensors,
+        base_version=base_version,
+        metadata=metadata,
+        lane=lane,
+        plan=rt.plan.digest,
+    )
     key = object_key(run, ObjectKind.GRADIENT, window, rt.hotkey, lane=lane)
     return Sealed(window, lane, key, blob)
 
@@ -84,9 +102,15 @@ def write_commit(rt: Any, sealed: Sealed) -> bool:
     digest = commit_digest(
         run, lane, window, rt.hotkey, envelope_header(sealed.blob).payload_sha256
     )
-    commit = encode_envelope(signer=rt.signer, run=run, kind=ObjectKind.GRADIENT_COMMIT,
-                             window=window, tensors={}, metadata=CommitMeta(commit=digest).wire(),
-                             lane=lane)  # fmt: skip
+    commit = encode_envelope(
+        signer=rt.signer,
+        run=run,
+        kind=ObjectKind.GRADIENT_COMMIT,
+        window=window,
+        tensors={},
+        metadata=CommitMeta(commit=digest).wire(),
+        lane=lane,
+    )
     key = object_key(run, ObjectKind.GRADIENT_COMMIT, window, rt.hotkey, lane=lane)
     written = rt.store.put_if_absent(key, commit)
     logger.info("committed to window {} ({})", window, "new" if written else "already there")
@@ -107,14 +131,14 @@ def fetch_commit(rt: Any, lane: str, window: int, hotkey: str) -> str:
     reader = rt.readers.get(hotkey)
     if reader is None:
         raise ObjectNotFound(f"no bucket known for {hotkey}")
-    expected = Expected(rt.cfg.protocol.run, window, ObjectKind.GRADIENT_COMMIT, hotkey,
-                        lane=lane)  # fmt: skip
+    expected = Expected(rt.cfg.protocol.run, window, ObjectKind.GRADIENT_COMMIT, hotkey, lane=lane)
     envelope = fetch_envelope(reader, expected, None, max_bytes=MAX_COMMIT_BYTES)
     return envelope.message(CommitMeta).commit  # a commit without a digest: malformed_payload
 
 
-def reveal_matches(rt: Any, lane: str, window: int, hotkey: str, payload_sha256: str,
-                   commit: str) -> bool:  # fmt: skip
+def reveal_matches(
+    rt: Any, lane: str, window: int, hotkey: str, payload_sha256: str, commit: str
+) -> bool:
     """Whether a revealed envelope's signed payload digest gives the commit read for it."""
     return commit_digest(rt.cfg.protocol.run, lane, window, hotkey, payload_sha256) == commit
 
@@ -155,8 +179,11 @@ class CommitSnapshot:
         if offset > cfg.upload_deadline:
             return
         entry = self.windows.setdefault(window, WindowCommits())
-        todo = [hk for hk in senders if hk not in entry.digests
-                and self.failures.get((window, hk), 0) < MAX_FAILURES]  # fmt: skip
+        todo = [
+            hk
+            for hk in senders
+            if hk not in entry.digests and self.failures.get((window, hk), 0) < MAX_FAILURES
+        ]
         read: dict[str, str] = {}
         refused: dict[str, str] = {}
         for hotkey, outcome in self._read(rt, lane, window, todo).items():
@@ -167,18 +194,22 @@ class CommitSnapshot:
             elif not isinstance(outcome, ObjectNotFound):  # failed or unanswered: retried, a few
                 self.failures[(window, hotkey)] = self.failures.get((window, hotkey), 0) + 1
                 if not isinstance(outcome, (StorageError, TimeoutError)):
-                    logger.opt(exception=outcome).warning("reading the commit of {} failed",
-                                                          hotkey[:8])  # fmt: skip
+                    logger.opt(exception=outcome).warning(
+                        "reading the commit of {} failed", hotkey[:8]
+                    )
         if rt.clock.now() > rt.windows.start(window) + cfg.upload_deadline:
             if read:
                 logger.warning(
                     "window {}: {} commit(s) read in a poll that ran into the reveal; not "
-                    "trusted (this validator is running late)", window, len(read),
-                )  # fmt: skip
+                    "trusted (this validator is running late)",
+                    window,
+                    len(read),
+                )
             return
         entry.digests.update(read)
-        entry.refused = {hk: why for hk, why in {**entry.refused, **refused}.items()
-                         if hk not in entry.digests}  # fmt: skip
+        entry.refused = {
+            hk: why for hk, why in {**entry.refused, **refused}.items() if hk not in entry.digests
+        }
         entry.trusted = True
         entry.complete = entry.complete or offset == cfg.upload_deadline
 

@@ -39,8 +39,9 @@ def all_uploads(neuron: Any, step: Step) -> bool:
         lane = rt.plan.lanes[name]
         if lane.kind not in UPLOAD_KINDS:
             continue
-        if not objects_present(rt, ObjectKind(lane.kind), name, step.window, rt.writers(name),
-                               read=rt.readers.get):  # fmt: skip
+        if not objects_present(
+            rt, ObjectKind(lane.kind), name, step.window, rt.writers(name), read=rt.readers.get
+        ):
             return False
     return True
 
@@ -55,8 +56,9 @@ def revealed(neuron: Any, step: Step) -> bool:
         commits = getattr(neuron, "snapshot", None)  # a reader that keeps none waits for none
         snapshot = commits.of(step.window) if commits is not None else None
         committed = sorted(snapshot.digests) if snapshot is not None else []
-        if not objects_present(rt, ObjectKind.GRADIENT, name, step.window, committed,
-                               read=rt.readers.get):  # fmt: skip
+        if not objects_present(
+            rt, ObjectKind.GRADIENT, name, step.window, committed, read=rt.readers.get
+        ):
             return False
     return True
 
@@ -69,18 +71,22 @@ def reveal_lapse(cfg: WindowConfig) -> int:
 
 # Normally the previous merge is out already; a slow holder gets a quarter of the upload phase.
 GATES: Mapping[str, Gate] = {
-    "version_out": Gate("version_out", version_out, lambda w: max(1, w.upload_deadline // 4),
-                        "version w-1 is out"),
-    "all_uploads": Gate("all_uploads", all_uploads, None,
-                        "all expected uploads of the lanes read are present"),
+    "version_out": Gate(
+        "version_out", version_out, lambda w: max(1, w.upload_deadline // 4), "version w-1 is out"
+    ),
+    "all_uploads": Gate(
+        "all_uploads", all_uploads, None, "all expected uploads of the lanes read are present"
+    ),
     "revealed": Gate("revealed", revealed, reveal_lapse, "every committed upload is revealed"),
     "children_in": Gate("children_in", children_in, None, "every tree child's partial is in"),
-    "predecessor_in": Gate("predecessor_in", predecessor_in, None,
-                           "the ring predecessor's model is in"),
+    "predecessor_in": Gate(
+        "predecessor_in", predecessor_in, None, "the ring predecessor's model is in"
+    ),
     "granted": Gate("granted", granted_gate, never, "this member holds a grant for the round"),
-    "granted_uploads": Gate("granted_uploads", granted_uploads, None,
-                            "every member granted data this round has sent"),
+    "granted_uploads": Gate(
+        "granted_uploads", granted_uploads, None, "every member granted data this round has sent"
+    ),
     "weights_out": Gate("weights_out", weights_out, None, "the round's consensus weights are out"),
     "first_round": Gate("first_round", first_round, never, "the run's first round"),
     "final_round": Gate("final_round", final_round, never, "the run's last round"),
-}  # fmt: skip
+}

@@ -22,7 +22,12 @@ class MergeResult:
 
     def fields(self) -> dict[str, Any]:
         """The ``version`` metric's fields (the run page reads them)."""
-        return {"weights": self.weights, "bytes": self.bytes, "tokens": self.tokens,
-                "reports": self.reports, "ddp_bytes": self.ddp_bytes,
-                "ddp_ring_bytes_per_worker": self.ddp_ring_bytes_per_worker,
-                "merge_seconds": self.merge_seconds}  # fmt: skip
+        return {
+            "weights": self.weights,
+            "bytes": self.bytes,
+            "tokens": self.tokens,
+            "reports": self.reports,
+            "ddp_bytes": self.ddp_bytes,
+            "ddp_ring_bytes_per_worker": self.ddp_ring_bytes_per_worker,
+            "merge_seconds": self.merge_seconds,
+        }

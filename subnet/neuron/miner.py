@@ -96,8 +96,12 @@ class Miner(BaseNeuron):
             return
         del self.sealed[sealed.lane]
         held = self.held.pop((sealed.lane, sealed.window), None)
-        logger.warning("window {}: the upload committed on {} was never revealed; its model "
-                       "line starts over with fresh training state", sealed.window, sealed.lane)  # fmt: skip
+        logger.warning(
+            "window {}: the upload committed on {} was never revealed; its model "
+            "line starts over with fresh training state",
+            sealed.window,
+            sealed.lane,
+        )
         if held is not None and held[0] in self.lines:
             self.lines[held[0]].start_over(self.rt.cfg.protocol.compression.ef_decay)
 
@@ -153,8 +157,9 @@ class Miner(BaseNeuron):
         if sealed is not None and sealed.window == step.window:
             # Restarted after committing: training again would make other bytes than the ones
             # committed to. Make sure the commit is out; the reveal step sends the envelope.
-            logger.info("window {}: already committed on {}; not training again", step.window,
-                        step.lane)  # fmt: skip
+            logger.info(
+                "window {}: already committed on {}; not training again", step.window, step.lane
+            )
             write_commit(self.rt, sealed)
             return None
         if not self.line.keep_optimizer:
@@ -186,8 +191,11 @@ class Miner(BaseNeuron):
             written = write_reveal(self.rt, sealed)
         except StorageError as error:
             sealed.pending = True
-            logger.warning("window {}: revealing the upload failed ({}); trying again next tick",
-                           sealed.window, error.reason)  # fmt: skip
+            logger.warning(
+                "window {}: revealing the upload failed ({}); trying again next tick",
+                sealed.window,
+                error.reason,
+            )
             return False
         logger.info("uploaded {} ({})", sealed.key, "new" if written else "already there")
         self.rt.metrics.log("train", **sealed.record, **self.rt.meter.take())
@@ -214,8 +222,11 @@ class Miner(BaseNeuron):
             try:
                 written = write_answer(self.rt, lane, held, draw, shapes)
             except StorageError as error:
-                logger.warning("window {}: writing the answer to a check failed ({}); trying "
-                               "again next tick", held_window, error.reason)  # fmt: skip
+                logger.warning(
+                    "window {}: writing the answer to a check failed ({}); trying again next tick",
+                    held_window,
+                    error.reason,
+                )
                 continue
             held.answered = True
             logger.info("window {}: this upload is checked; wrote its answer", held_window)
@@ -225,8 +236,12 @@ class Miner(BaseNeuron):
 
     reduce = reduce
     mix = mix
-    actions: ClassVar[dict[str, Action]] = {"train": train, "reveal": reveal, "reduce": reduce,
-                                            "mix": mix}  # fmt: skip
+    actions: ClassVar[dict[str, Action]] = {
+        "train": train,
+        "reveal": reveal,
+        "reduce": reduce,
+        "mix": mix,
+    }
     gates = GATES  # the conditions a step of the plan may wait for
     stop_rules = STOP_RULES
     saved = ("lines", "sealed", "held")
@@ -265,11 +280,16 @@ class Miner(BaseNeuron):
         moments = optimizer_state(line.optimizer)[1] if line.keep_optimizer else {}
         moments = {k: v.clone() for k, v in moments.items()}
         self.held_now = None
-        batches = progress(self.data.batches(ids, inner.micro_batch), desc=f"window {window}",
-                           total=inner.steps * inner.accumulation, unit="batch")  # fmt: skip
+        batches = progress(
+            self.data.batches(ids, inner.micro_batch),
+            desc=f"window {window}",
+            total=inner.steps * inner.accumulation,
+            unit="batch",
+        )
         try:
-            paced = self.pacer.train(window, self.replica, batches, self.optimizer,
-                                     train=self.trainer.train, inner=inner)  # fmt: skip
+            paced = self.pacer.train(
+                window, self.replica, batches, self.optimizer, train=self.trainer.train, inner=inner
+            )
         except BaseException:
             # Steps taken and abandoned (a skip, a failed read, a lost rank) must not change
             # the state the next upload says it continues.
@@ -293,21 +313,40 @@ class Miner(BaseNeuron):
         self.held_now = Held.of(chunks, window, source, before, line.ef.state_dict())
         line.state_window = window
         logger.info(
-            "window {}: {} steps, loss {:.4f}, {} bytes", window, result.steps, result.mean_loss,
+            "window {}: {} steps, loss {:.4f}, {} bytes",
+            window,
+            result.steps,
+            result.mean_loss,
             payload_nbytes(payload),
-        )  # fmt: skip
+        )
         # Logged after the upload (publish), so the record's bytes_up includes it.
         self.train_record = dict(
-            window=window, steps=result.steps, tokens=result.tokens,
-            loss=result.mean_loss, seconds=result.seconds, bytes=payload_nbytes(payload),
-            version=self.replica.version, sync_seconds=round(self.sync_seconds, 3),
-            steps_assigned=inner.steps, stopped=paced.stopped, model=line.stream,
-            data_rule=line.data_rule, lr=inner.lr, weight_decay=inner.weight_decay,
-        )  # fmt: skip
-        return Upload(payload, {"receipt": sample_receipt(ids), "samples": str(len(ids)),
-                                "steps": str(result.steps),
-                                "tokens": str(result.tokens), "loss": f"{result.mean_loss:.6f}",
-                                **self.held_now.metadata()})  # fmt: skip
+            window=window,
+            steps=result.steps,
+            tokens=result.tokens,
+            loss=result.mean_loss,
+            seconds=result.seconds,
+            bytes=payload_nbytes(payload),
+            version=self.replica.version,
+            sync_seconds=round(self.sync_seconds, 3),
+            steps_assigned=inner.steps,
+            stopped=paced.stopped,
+            model=line.stream,
+            data_rule=line.data_rule,
+            lr=inner.lr,
+            weight_decay=inner.weight_decay,
+        )
+        return Upload(
+            payload,
+            {
+                "receipt": sample_receipt(ids),
+                "samples": str(len(ids)),
+                "steps": str(result.steps),
+                "tokens": str(result.tokens),
+                "loss": f"{result.mean_loss:.6f}",
+                **self.held_now.metadata(),
+            },
+        )
 
     def rewind(self, line: Line, moments: dict[str, torch.Tensor]) -> None:
         """Put the line's inner optimizer back to its ``moments`` before a window's training
@@ -321,8 +360,9 @@ class Miner(BaseNeuron):
         """Sign and write the upload once to our bucket (on a commit-reveal lane: only the
         commit to it now; the ``reveal`` step writes the upload after the deadline)."""
         if lane is not None and self.rt.lane(lane).commit_reveal:
-            sealed = seal(self.rt, window, lane, result.payload, self.replica.version,
-                          result.metadata)  # fmt: skip
+            sealed = seal(
+                self.rt, window, lane, result.payload, self.replica.version, result.metadata
+            )
             sealed.record = self.train_record
             self.sealed[lane] = sealed
             self.save()  # on disk before any commit to it: a restart reveals these very bytes
@@ -331,11 +371,17 @@ class Miner(BaseNeuron):
             self.pacer.uploaded(window)  # the commit is what the deadline is for
             return
         key, written = publish_envelope(
-            self.rt.store, signer=self.rt.signer, run=self.rt.cfg.protocol.run,
-            kind=ObjectKind.GRADIENT, window=window, tensors=result.payload,
-            base_version=self.replica.version, metadata=result.metadata, lane=lane,
+            self.rt.store,
+            signer=self.rt.signer,
+            run=self.rt.cfg.protocol.run,
+            kind=ObjectKind.GRADIENT,
+            window=window,
+            tensors=result.payload,
+            base_version=self.replica.version,
+            metadata=result.metadata,
+            lane=lane,
             plan=self.rt.plan.digest,
-        )  # fmt: skip
+        )
         result.key = key
         logger.info("uploaded {} ({})", key, "new" if written else "already there")
         self.rt.metrics.log("train", **self.train_record, **self.rt.meter.take())
@@ -354,8 +400,11 @@ class Miner(BaseNeuron):
                 **prefixed(line.ef.state_dict(), head + "ef"),
                 **prefixed(moments, head + "adamw"),
             }
-            record = {"version": line.replica.version, "adamw_groups": groups,
-                      "state_window": line.state_window}  # fmt: skip
+            record = {
+                "version": line.replica.version,
+                "adamw_groups": groups,
+                "state_window": line.state_window,
+            }
             if i == 0:
                 meta |= record
             else:
@@ -378,12 +427,16 @@ class Miner(BaseNeuron):
             record = meta if i == 0 else meta.get("lines", {}).get(stream, {})
             line.replica.restore(record.get("version"), unprefixed(tensors, head + "model"))
             line.ef.load_state_dict(unprefixed(tensors, head + "ef"))
-            load_optimizer_state(line.optimizer, record.get("adamw_groups", []),
-                                 unprefixed(tensors, head + "adamw"))  # fmt: skip
+            load_optimizer_state(
+                line.optimizer, record.get("adamw_groups", []), unprefixed(tensors, head + "adamw")
+            )
             window = record.get("state_window")
             line.state_window = None if window is None else int(window)
-        self.sealed = {lane: Sealed.load(m, tensors[f"sealed:{lane}"])
-                       for lane, m in meta.get("sealed", {}).items() if f"sealed:{lane}" in tensors}  # fmt: skip
+        self.sealed = {
+            lane: Sealed.load(m, tensors[f"sealed:{lane}"])
+            for lane, m in meta.get("sealed", {}).items()
+            if f"sealed:{lane}" in tensors
+        }
         self.held = {}
         saved = meta.get("held", [])
         for m in saved if isinstance(saved, list) else []:  # (protocol 5 kept a dict: dropped)

@@ -30,8 +30,16 @@ from .state import prefixed, unprefixed
 # What a line lends the holder while it merges or publishes as that line.
 # A point's versions go out as lossless patches (``broadcast`` None): the holder's sparse
 # broadcast keeps error feedback for its own model only.
-LENT = ("model", "outer", "publisher", "version", "unpublished", "model_lane", "broadcast",
-        "pending_delta")  # fmt: skip
+LENT = (
+    "model",
+    "outer",
+    "publisher",
+    "version",
+    "unpublished",
+    "model_lane",
+    "broadcast",
+    "pending_delta",
+)
 
 
 @dataclass
@@ -75,9 +83,14 @@ class Points:
             load_parameters(model, snapshot(h.model))
             outer = build_outer_optimizer(OUTER_RULES[h.rt.plan.outer["name"]](p, h.rt.plan.outer))
             stream = point_stream(h.model_lane or "model", i)
-            publisher = VersionPublisher(h.rt.store, h.rt.signer, p.run,
-                                         checkpoint_every=p.checkpoint_every,
-                                         max_bytes=h.publisher.max_bytes, lane=stream)  # fmt: skip
+            publisher = VersionPublisher(
+                h.rt.store,
+                h.rt.signer,
+                p.run,
+                checkpoint_every=p.checkpoint_every,
+                max_bytes=h.publisher.max_bytes,
+                lane=stream,
+            )
             self.lines[i] = PointLine(i, value, model, outer, publisher, stream)
 
     def streams(self) -> dict[int, str]:

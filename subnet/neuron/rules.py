@@ -77,7 +77,7 @@ AGGREGATION_RULES: Mapping[str, AggregationRule] = {
     "protocol": lambda protocol, table: protocol.aggregation,
     "mean": lambda protocol, table: AggregationConfig(
         **_fields(AggregationConfig, table, rule="mean")
-    ),  # fmt: skip
+    ),
 }
 OUTER_RULES: Mapping[str, OuterRule] = {
     "protocol": lambda protocol, table: protocol.outer,

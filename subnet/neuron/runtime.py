@@ -146,21 +146,28 @@ class Runtime:
         owner, name = self.data_owner(), self.cfg.protocol.dataset
         store = self.reader(owner)
         if store is None:
-            raise NotReady(f"the model holder {owner[:8]} has no readable bucket yet; check "
-                           "--protocol.holder_hotkey and the holder")  # fmt: skip
+            raise NotReady(
+                f"the model holder {owner[:8]} has no readable bucket yet; check "
+                "--protocol.holder_hotkey and the holder"
+            )
         try:
-            return TokenDataset(StoreSource(store, self.data_prefix(), self.max_bytes),
-                                self.cfg.protocol.seq_len)  # fmt: skip
+            return TokenDataset(
+                StoreSource(store, self.data_prefix(), self.max_bytes), self.cfg.protocol.seq_len
+            )
         except ObjectNotFound:
-            raise NotReady(f"dataset {name} is not in the model holder's bucket yet; check "
-                           "--protocol.holder_hotkey and the holder") from None  # fmt: skip
+            raise NotReady(
+                f"dataset {name} is not in the model holder's bucket yet; check "
+                "--protocol.holder_hotkey and the holder"
+            ) from None
 
 
 def checked_prefix(prefix: str) -> str:
     """``prefix`` if it is a plain relative key prefix ending in ``/`` (``data/``, ``a/b/``)."""
     if not PREFIX.fullmatch(prefix) or ".." in prefix.split("/"):
-        raise ConfigError(f"the run's data prefix must be like 'data/' (lowercase segments, "
-                          f"each ending in '/'): {prefix!r}; fix the template's parameter")  # fmt: skip
+        raise ConfigError(
+            f"the run's data prefix must be like 'data/' (lowercase segments, "
+            f"each ending in '/'): {prefix!r}; fix the template's parameter"
+        )
     return prefix
 
 

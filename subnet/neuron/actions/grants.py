@@ -37,8 +37,10 @@ def allocate(members: list[str], units: int, round_: int, total_units: int) -> d
     if total_units <= 0:
         raise ValueError("no data units to grant")
     start = round_ * len(members) * units
-    return {hk: [(start + i * units + j) % total_units for j in range(units)]
-            for i, hk in enumerate(sorted(members))}  # fmt: skip
+    return {
+        hk: [(start + i * units + j) % total_units for j in range(units)]
+        for i, hk in enumerate(sorted(members))
+    }
 
 
 def unit_ids(unit: int, size: int) -> list[int]:
@@ -67,8 +69,9 @@ def granted(rt: Any, data: Any, window: int) -> Callable[[str], list[int]]:
     """Data rule: ``hotkey -> sample ids`` of the units granted to it for ``window``."""
     grants, size = grants_for(rt, window), unit_samples(rt)
     total = data.split_samples("train")
-    return lambda hotkey: [i for u in grants.get(hotkey, []) for i in unit_ids(u, size)
-                           if i < total]  # fmt: skip
+    return lambda hotkey: [
+        i for u in grants.get(hotkey, []) for i in unit_ids(u, size) if i < total
+    ]
 
 
 def granted_gate(neuron: Any, step: Step) -> bool:
@@ -90,10 +93,15 @@ def granted_uploads(neuron: Any, step: Step) -> bool:
 
 def trainers(rt: Any) -> list[str]:
     """Members present in a slot writing a gradient lane, with ``runs.train``."""
-    slots = {s for lane in rt.plan.lanes.values() if lane.kind == ObjectKind.GRADIENT.value
-             for s in lane.writers}  # fmt: skip
-    return sorted({hk for s in slots for hk in rt.roster.in_slot(s)
-                   if rt.roster.may(hk, "runs.train")})  # fmt: skip
+    slots = {
+        s
+        for lane in rt.plan.lanes.values()
+        if lane.kind == ObjectKind.GRADIENT.value
+        for s in lane.writers
+    }
+    return sorted(
+        {hk for s in slots for hk in rt.roster.in_slot(s) if rt.roster.may(hk, "runs.train")}
+    )
 
 
 @dataclass
@@ -111,13 +119,20 @@ def admit(holder: Any, step: Step) -> Admitted:
     holder.reread()
     before = set(holder.admitted or [])
     members = trainers(holder.rt)
-    result = Admitted(step.window, members, sorted(set(members) - before),
-                      sorted(before - set(members)))  # fmt: skip
+    result = Admitted(
+        step.window, members, sorted(set(members) - before), sorted(before - set(members))
+    )
     holder.admitted = members
-    holder.rt.metrics.log("admitted", window=step.window, members=members, joined=result.joined,
-                          left=result.left)  # fmt: skip
-    logger.info("round {}: admitted {} (joined {}, left {})", step.window + 1, len(members),
-                len(result.joined), len(result.left))  # fmt: skip
+    holder.rt.metrics.log(
+        "admitted", window=step.window, members=members, joined=result.joined, left=result.left
+    )
+    logger.info(
+        "round {}: admitted {} (joined {}, left {})",
+        step.window + 1,
+        len(members),
+        len(result.joined),
+        len(result.left),
+    )
     return result
 
 

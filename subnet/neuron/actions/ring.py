@@ -49,23 +49,37 @@ def publish_model(miner: Any, window: int, upload: Any, lane: str | None = None)
     """Publish the trained model (not the update) on a ``checkpoint`` lane, signed."""
     rt = miner.rt
     key, _ = publish_envelope(
-        rt.store, signer=rt.signer, run=rt.cfg.protocol.run, kind=ObjectKind.CHECKPOINT,
-        window=window, tensors=trained_state(miner), base_version=miner.replica.version,
-        metadata=upload.metadata, lane=lane, plan=rt.plan.digest,
-    )  # fmt: skip
+        rt.store,
+        signer=rt.signer,
+        run=rt.cfg.protocol.run,
+        kind=ObjectKind.CHECKPOINT,
+        window=window,
+        tensors=trained_state(miner),
+        base_version=miner.replica.version,
+        metadata=upload.metadata,
+        lane=lane,
+        plan=rt.plan.digest,
+    )
     upload.key = key
     logger.info("published model for window {} on {}", window, lane)
 
 
-def fetch_model(rt: Any, hotkey: str, window: int, lane: str,
-                shapes: Mapping[str, tuple[int, ...]], max_bytes: int) -> dict[str, torch.Tensor]:  # fmt: skip
+def fetch_model(
+    rt: Any,
+    hotkey: str,
+    window: int,
+    lane: str,
+    shapes: Mapping[str, tuple[int, ...]],
+    max_bytes: int,
+) -> dict[str, torch.Tensor]:
     """``hotkey``'s verified model for ``window`` on ``lane``: ``Rejected`` if it is not one
     (another plan, shapes that differ, values not finite), ``StorageError`` if it is absent."""
     reader = rt.reader(hotkey)
     if reader is None:
         raise Rejected(Reason.NO_BUCKET, f"no readable bucket for {hotkey}")
-    expected = Expected(rt.cfg.protocol.run, window, ObjectKind.CHECKPOINT, hotkey, lane=lane,
-                        plan=rt.plan.digest)  # fmt: skip
+    expected = Expected(
+        rt.cfg.protocol.run, window, ObjectKind.CHECKPOINT, hotkey, lane=lane, plan=rt.plan.digest
+    )
     envelope = fetch_envelope(reader, expected, None, max_bytes=max_bytes)  # finite floats
     tensors = dict(envelope.tensors)
     if {k: tuple(v.shape) for k, v in tensors.items()} != dict(shapes):

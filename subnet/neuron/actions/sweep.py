@@ -61,6 +61,7 @@ def fan_out(holder: Any, step: Step) -> FanOut:
     values = [float(p) for p in step.params.get("points", [])]
     points = assign_points(trainers(holder.rt), values)
     holder.points.start(values)
-    holder.rt.metrics.log("fan_out", window=step.window, points=points,
-                          streams=holder.points.streams())  # fmt: skip
+    holder.rt.metrics.log(
+        "fan_out", window=step.window, points=points, streams=holder.points.streams()
+    )
     return FanOut(step.window, points)
