@@ -90,14 +90,45 @@ def iter_flags(model: type[BaseModel] = BeamConfig) -> Iterator[Flag]:
 # Which settings each entry point reads (by flag-name prefix); every flag is still accepted, but
 # a role's --help lists only these. Protocol settings are shared by every participant.
 ROLE_SETTINGS: dict[str, tuple[str, ...]] = {
-    "miner": ("protocol.", "netuid", "room", "run", "wallet.", "subtensor.", "logging.",
-              "neuron.", "storage.", "wandb."),
-    "validator": ("protocol.", "netuid", "room", "run", "wallet.", "subtensor.", "logging.",
-                  "neuron.", "storage.", "wandb."),
-    "holder": ("protocol.", "netuid", "room", "run", "wallet.", "subtensor.", "logging.",
-               "neuron.", "storage.", "data.", "wandb."),
+    "miner": (
+        "protocol.",
+        "netuid",
+        "room",
+        "run",
+        "wallet.",
+        "subtensor.",
+        "logging.",
+        "neuron.",
+        "storage.",
+        "wandb.",
+    ),
+    "validator": (
+        "protocol.",
+        "netuid",
+        "room",
+        "run",
+        "wallet.",
+        "subtensor.",
+        "logging.",
+        "neuron.",
+        "storage.",
+        "wandb.",
+    ),
+    "holder": (
+        "protocol.",
+        "netuid",
+        "room",
+        "run",
+        "wallet.",
+        "subtensor.",
+        "logging.",
+        "neuron.",
+        "storage.",
+        "data.",
+        "wandb.",
+    ),
     "chain": ("netuid", "wallet.", "subtensor.", "logging."),
-}  # fmt: skip
+}
 
 SECRETS_HELP = (
     "Secrets are never flags: a wallet password comes from BT_WALLET_PASSWORD or the file named "
@@ -157,14 +188,17 @@ def build_parser(
     the settings that role reads; the others are still accepted.
     """
     parser = ArgParser(
-        prog=prog, usage=f"{prog} [--config FILE.toml] [--SETTING VALUE ...]",
-        description=description, epilog=SECRETS_HELP,
-    )  # fmt: skip
+        prog=prog,
+        usage=f"{prog} [--config FILE.toml] [--SETTING VALUE ...]",
+        description=description,
+        epilog=SECRETS_HELP,
+    )
     parser.add_argument("--version", action="version", version=_version())
     parser.add_argument(
-        "--config", metavar="FILE.toml",
+        "--config",
+        metavar="FILE.toml",
         help="read settings from a TOML file ([protocol] table for the shared settings)",
-    )  # fmt: skip
+    )
     shown = ROLE_SETTINGS.get(role or "")
     groups: dict[str, argparse._ArgumentGroup] = {}
     for flag in iter_flags(model):

@@ -39,8 +39,9 @@ def run_role(role: type[BaseNeuron], description: str, argv: list[str] | None = 
     """Parse flags, build the runtime, run the role until a signal or ``--neuron.max_windows``."""
 
     def main() -> int:
-        cfg = parse_config(argv, prog=f"neurons/{role.role}.py", description=description,
-                           role=role.role)  # fmt: skip
+        cfg = parse_config(
+            argv, prog=f"neurons/{role.role}.py", description=description, role=role.role
+        )
         preflight(cfg, role.role)  # local mistakes first, before any network call
         log, node = cfg.node.logging, cfg.node
         name = f"{role.role}-{node.wallet.name}-{node.wallet.hotkey}{rank_suffix()}"

@@ -131,12 +131,14 @@ class Group:
         )
         module = self._maybe_compiled(engine)
         result = collective(lambda: train_inner(module, shards, cfg, engine.optimizer), "training")
-        stats = torch.tensor([result.mean_loss, result.tokens], dtype=torch.float64,
-                             device=self.device)  # fmt: skip
+        stats = torch.tensor(
+            [result.mean_loss, result.tokens], dtype=torch.float64, device=self.device
+        )
         collective(lambda: dist.all_reduce(stats, group=self.work), "the loss")
         collective(lambda: engine.finish(model, optimizer), "the trained shards")
-        return InnerResult(int(stats[1]), result.steps, stats[0].item() / self.world,
-                           result.seconds)  # fmt: skip
+        return InnerResult(
+            int(stats[1]), result.steps, stats[0].item() / self.world, result.seconds
+        )
 
     def _local(
         self, header: dict, model: nn.Module | None, optimizer: torch.optim.Optimizer | None
