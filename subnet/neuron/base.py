@@ -31,7 +31,7 @@ from ..wire import Rejected
 from .runtime import Runtime
 from .schedule import Schedule
 from .state import StateFile
-from .steps import Action, Gate, Step, StopRule
+from .steps import Action, Gate, Step, StepParams, StopRule
 
 # Failures that cost one step, not the process.
 WINDOW_ERRORS = (
@@ -55,6 +55,8 @@ class BaseNeuron(ABC):
     actions: ClassVar[Mapping[str, Action]] = {}  # the plan's action names -> methods
     gates: ClassVar[Mapping[str, Gate]] = {}  # the plan's gate names -> gates
     stop_rules: ClassVar[Mapping[str, StopRule]] = {}  # the plan's stop rule names -> rules
+    # action -> the type of its step's ``params`` (an action not named reads none: StepParams)
+    params: ClassVar[Mapping[str, type[StepParams]]] = {}
     # A role's attributes, declared: ``saved`` ones go in its state file (``state``/``restore``),
     # ``rebuilt`` ones are handles, settings and caches built anew by ``__init__``/``setup``.
     # The save/restore test over every role fails on an attribute declared in neither.

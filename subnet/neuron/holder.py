@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -51,7 +52,7 @@ from .replica import checkpoint_bytes
 from .rules import AGGREGATION_RULES, DATA_RULES, MERGE_WEIGHTS, OUTER_RULES, STOP_RULES
 from .runtime import Runtime
 from .state import prefixed, unprefixed
-from .steps import Action, Step
+from .steps import Action, FanOutParams, GrantParams, MergeParams, Step, StepParams
 from .uploads import collect_uploads, log_uploads, screen
 
 
@@ -165,6 +166,11 @@ class ModelHolder(BaseNeuron):
     }
     gates = GATES  # the conditions a step of the plan may wait for
     stop_rules = STOP_RULES
+    params: ClassVar[Mapping[str, type[StepParams]]] = {
+        "merge": MergeParams,
+        "fan_out": FanOutParams,
+        "grant_data": GrantParams,
+    }
     saved = (
         "version",
         "unpublished",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -44,7 +45,7 @@ from .pacer import Pacer, WindowSkipped  # noqa: F401 (WindowSkipped: re-exporte
 from .replica import Replica
 from .rules import DATA_RULES, STOP_RULES
 from .state import load_optimizer_state, optimizer_state, prefixed, unprefixed
-from .steps import Action, Step
+from .steps import Action, MixParams, ReduceParams, Step, StepParams, TrainParams
 
 # Error feedback of recent uploads, kept for answers to checks, in a miner's state file:
 # ``held:<lane>:<window>:before/...`` and ``...:after/...``
@@ -244,6 +245,11 @@ class Miner(BaseNeuron):
     }
     gates = GATES  # the conditions a step of the plan may wait for
     stop_rules = STOP_RULES
+    params: ClassVar[Mapping[str, type[StepParams]]] = {
+        "train": TrainParams,
+        "mix": MixParams,
+        "reduce": ReduceParams,
+    }
     saved = ("lines", "sealed", "held")
     # what a window's steps hand each other (``trained`` for reduce or mix) is memory only
     rebuilt = (
