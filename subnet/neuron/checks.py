@@ -46,7 +46,7 @@ from ..verify.answer import BadAnswer, parse_answer
 from ..verify.check import Outcome, check, chunks_for, levels
 from ..verify.chunks import FRESH
 from ..verify.draw import chunk_sample, targets
-from ..wire import Rejected, publish_envelope
+from ..wire import Rejected
 from ..wire.schema import MAX_VERDICTS, CheckNotice, CheckVerdict
 from . import check_reads as reads
 from .answers import (
@@ -169,16 +169,9 @@ class Checker:
         self.targets = {w: t for w, t in self.targets.items() if w >= window - 2}
         notice = CheckNotice(targets=tuple(chosen), verdicts=tuple(self.results[-MAX_VERDICTS:]))
         try:
-            _, written = publish_envelope(
-                self.rt.store,
-                signer=self.rt.signer,
-                run=p.run,
-                kind=ObjectKind.CHECKS,
-                window=window,
-                tensors={},
-                metadata=notice.wire(),
-                plan=self.rt.plan.digest,
-                lane=notice_lane(self.rt),
+            lane = notice_lane(self.rt)
+            _, written = self.rt.publish(
+                ObjectKind.CHECKS, window, {}, lane=lane, metadata=notice.wire()
             )
             if not written:  # a restart: the notice out there names whom miners answer for
                 mine = read_notice(self.rt, window, me)

@@ -33,7 +33,6 @@ from ..storage.base import StorageError
 from ..storage.keys import ObjectKind
 from ..training import pseudo_gradient
 from ..training.trainer import Trainer
-from ..wire import publish_envelope
 from .actions.ring import mix, publish_model
 from .actions.tree import reduce
 from .answers import KEEP, Held, beacon, chunk_map, named_by, write_answer
@@ -376,17 +375,13 @@ class Miner(BaseNeuron):
             result.key = sealed.key
             self.pacer.uploaded(window)  # the commit is what the deadline is for
             return
-        key, written = publish_envelope(
-            self.rt.store,
-            signer=self.rt.signer,
-            run=self.rt.cfg.protocol.run,
-            kind=ObjectKind.GRADIENT,
-            window=window,
-            tensors=result.payload,
-            base_version=self.replica.version,
-            metadata=result.metadata,
+        key, written = self.rt.publish(
+            ObjectKind.GRADIENT,
+            window,
+            result.payload,
             lane=lane,
-            plan=self.rt.plan.digest,
+            metadata=result.metadata,
+            base_version=self.replica.version,
         )
         result.key = key
         logger.info("uploaded {} ({})", key, "new" if written else "already there")

@@ -39,7 +39,7 @@ from ..scoring.assess import WindowProbe, assess_window, own_subset
 from ..scoring.draws import corpus_batches, heldout_draw, heldout_size
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind, object_key
-from ..wire import Reason, ScoreReportMeta, publish_envelope
+from ..wire import Reason, ScoreReportMeta
 from .base import BaseNeuron
 from .bindings import lane_data_rule
 from .checks import Checker
@@ -435,17 +435,14 @@ class Validator(BaseNeuron):
         """Sign and write the window's score report, then offer the moving scores as weights."""
         scores = dict(sorted(result.scores.items()))
         tensor = torch.tensor(list(scores.values()) or [0.0], dtype=torch.float32)
-        publish_envelope(
-            self.rt.store,
-            signer=self.rt.signer,
-            run=self.rt.cfg.protocol.run,
-            kind=ObjectKind.SCORES,
-            window=window,
-            tensors={"scores": tensor},
-            base_version=self.replica.version,
+        report = ScoreReportMeta(scores=scores, digests=result.digests)
+        self.rt.publish(
+            ObjectKind.SCORES,
+            window,
+            {"scores": tensor},
             lane=lane,
-            plan=self.rt.plan.digest,
-            metadata=ScoreReportMeta(scores=scores, digests=result.digests).wire(),
+            metadata=report.wire(),
+            base_version=self.replica.version,
         )
         self.offer_weights(window)
 

@@ -20,7 +20,7 @@ from loguru import logger
 from ...storage.base import StorageError
 from ...storage.keys import ObjectKind, object_key
 from ...training import load_parameters, snapshot
-from ...wire import Expected, Reason, Rejected, fetch_envelope, publish_envelope
+from ...wire import Expected, Reason, Rejected, fetch_envelope
 from ..merge_result import MergeResult
 from ..steps import Step
 from .presence import present
@@ -48,17 +48,13 @@ def trained_state(miner: Any) -> dict[str, torch.Tensor]:
 def publish_model(miner: Any, window: int, upload: Any, lane: str | None = None) -> None:
     """Publish the trained model (not the update) on a ``checkpoint`` lane, signed."""
     rt = miner.rt
-    key, _ = publish_envelope(
-        rt.store,
-        signer=rt.signer,
-        run=rt.cfg.protocol.run,
-        kind=ObjectKind.CHECKPOINT,
-        window=window,
-        tensors=trained_state(miner),
-        base_version=miner.replica.version,
-        metadata=upload.metadata,
+    key, _ = rt.publish(
+        ObjectKind.CHECKPOINT,
+        window,
+        trained_state(miner),
         lane=lane,
-        plan=rt.plan.digest,
+        metadata=upload.metadata,
+        base_version=miner.replica.version,
     )
     upload.key = key
     logger.info("published model for window {} on {}", window, lane)
@@ -153,8 +149,7 @@ def final_merge(holder: Any, step: Step) -> MergeResult:
                 models[hotkey] = fetch_model(rt, hotkey, window, lane, shapes, 1 << 31)
             except Exception as error:  # noqa: BLE001 - that worker's model, not the merge
                 unusable(window, "final", hotkey, error)
-    points = getattr(holder, "points", None)
-    models |= points.final_models() if points is not None else {}
+    models |= holder.points.final_models()
     if not models:
         logger.info("window {}: no final models to merge", window)
         return MergeResult(window, False)

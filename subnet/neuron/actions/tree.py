@@ -103,8 +103,8 @@ def reduce(miner: Any, step: Step) -> Partial:
     A child whose partial cannot be read, is refused, or fails while it is combined (any
     exception) is left out with its subtree, logged with its reason; the others still go up."""
     rt, window = miner.rt, step.window
-    own = getattr(miner, "trained", None)
-    if own is None or getattr(miner, "trained_window", None) != window:
+    own = miner.trained
+    if own is None or miner.trained_window != window:
         raise SyncError("not_trained", f"nothing trained in window {window} to reduce")
     lane, fanout = step.lane, fanout_of(rt, step)
     workers = rt.writers(lane)
