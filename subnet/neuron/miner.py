@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -123,6 +123,11 @@ class Miner(BaseNeuron):
         # for answers to checks (``answers.py``)
         self.held: dict[tuple[str, int], tuple[str, Held]] = {}
         self.held_now: Held | None = None  # the states of the update ``step`` just made
+
+    def assigned(self, rule: str, window: int) -> Callable[[str], list[int]]:
+        """``hotkey -> sample ids`` of ``window`` by data rule ``rule`` (a line's own, or the
+        plan's for the members whose updates a tree node reduces)."""
+        return DATA_RULES[rule](self.rt, self.data, window)
 
     @property
     def replica(self) -> Replica:
@@ -274,7 +279,7 @@ class Miner(BaseNeuron):
         """Train H inner steps on the line's samples; the compressed pseudo-gradient."""
         p, line = self.rt.cfg.protocol, self.line
         inner = line.inner
-        ids = DATA_RULES[line.data_rule](self.rt, self.data, window)(self.rt.hotkey)
+        ids = self.assigned(line.data_rule, window)(self.rt.hotkey)
         start = self.replica.snapshot()
         before = line.ef.state_dict()
         if before and (line.state_window is None or window - line.state_window > MAX_STATE_AGE):

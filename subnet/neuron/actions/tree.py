@@ -21,7 +21,6 @@ from ...storage.keys import ObjectKind
 from ...versions import SyncError
 from ...wire import GradientMeta, Reason, publish_envelope
 from ..bindings import samples_per_window
-from ..rules import DATA_RULES
 from ..steps import Step
 from ..uploads import Received, collect_uploads
 from .presence import objects_present
@@ -122,7 +121,7 @@ def reduce(miner: Any, step: Step) -> Partial:
         base_version=miner.replica.version,
         compressor=miner.compressor,
         shapes=shapes,
-        assigned=DATA_RULES[rt.plan.data_rule](rt, miner.data, window),
+        assigned=miner.assigned(rt.plan.data_rule, window),
         lane=lane,
     )
     covered: dict[str, int] = {}
