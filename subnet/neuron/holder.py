@@ -47,6 +47,7 @@ from .bindings import lane_data_rule, samples_per_window
 from .equivocation import Caught
 from .gates import GATES
 from .merge_result import MergeResult
+from .model_line import ModelLine, OnLine
 from .points import Points
 from .replica import checkpoint_bytes
 from .rules import AGGREGATION_RULES, DATA_RULES, MERGE_WEIGHTS, OUTER_RULES, STOP_RULES
@@ -100,9 +101,6 @@ class ModelHolder(BaseNeuron):
         self.scores = rt.lane_read(self.slot, ObjectKind.SCORES.value) or rt.lane_read(
             self.slot, ObjectKind.WEIGHTS.value
         )
-        self.version: int | None = None  # the last version published
-        self.unpublished: int | None = None  # a window merged into the model, not yet published
-        self.pending_delta: tuple[int, SparseDelta] | None = None  # (window, its sparse step)
         # Senders caught serving other bytes than a validator scored: named in a next version
         self.caught = Caught()
         self.admitted: list[str] | None = None  # the trainers ``admit`` let in (None: not run)
@@ -112,10 +110,10 @@ class ModelHolder(BaseNeuron):
         rt, p = self.rt, self.rt.cfg.protocol
         publish_dataset(rt)
         self.data: TokenDataset = rt.dataset()
-        self.model = build_model(p.model, vocab_size=self.data.vocab_size, seed=p.seed)
+        model = build_model(p.model, vocab_size=self.data.vocab_size, seed=p.seed)
         plan = rt.plan
         self.aggregation = AGGREGATION_RULES[plan.aggregation["rule"]](p, plan.aggregation)
-        self.outer = build_outer_optimizer(OUTER_RULES[plan.outer["name"]](p, plan.outer))
+        outer = build_outer_optimizer(OUTER_RULES[plan.outer["name"]](p, plan.outer))
         self.compressor = build_compressor(p.compression)
         # Versions go in the key space of the model lane the slot writes (else the one it reads).
         written = [
@@ -123,22 +121,22 @@ class ModelHolder(BaseNeuron):
             for s in self.slot.steps
             if s.lane and plan.lanes[s.lane].kind == ObjectKind.MODEL_MANIFEST.value
         ]
-        self.model_lane = (
-            written[0] if written else rt.lane_read(self.slot, ObjectKind.MODEL_MANIFEST.value)
-        )
+        lane = written[0] if written else rt.lane_read(self.slot, ObjectKind.MODEL_MANIFEST.value)
         try:  # the sparse broadcast's error feedback, or None for lossless patches
             sparse = uses_sparse_broadcast(p.broadcast, p.compression)
         except ValueError as exc:
             raise ConfigError(f"--protocol.broadcast: {exc}") from None
-        self.broadcast = Resparsifier(p.compression, p.broadcast_budget) if sparse else None
-        self.publisher = VersionPublisher(
+        broadcast = Resparsifier(p.compression, p.broadcast_budget) if sparse else None
+        publisher = VersionPublisher(
             rt.store,
             rt.signer,
             p.run,
             checkpoint_every=p.checkpoint_every,
-            max_bytes=max(rt.max_bytes, checkpoint_bytes(self.model)),
-            lane=self.model_lane,
+            max_bytes=max(rt.max_bytes, checkpoint_bytes(model)),
+            lane=lane,
         )
+        self.own = ModelLine(model, outer, publisher, lane, broadcast=broadcast)
+        self.line = self.own  # the line merged and published now (a sweep point's, lent)
         self.points = Points(self)  # one model per sweep point, if the slot's steps name any
         self.points.build()
 
@@ -171,18 +169,17 @@ class ModelHolder(BaseNeuron):
         "fan_out": FanOutParams,
         "grant_data": GrantParams,
     }
-    saved = (
-        "version",
-        "unpublished",
-        "pending_delta",
-        "caught",
-        "admitted",
-        "model",
-        "outer",
-        "broadcast",
-        "points",
-    )
-    rebuilt = ("grads", "scores", "data", "aggregation", "compressor", "model_lane", "publisher")
+    # The line it advances now: its own, or a sweep point's while that point merges
+    model = OnLine()
+    outer = OnLine()
+    publisher = OnLine()
+    model_lane = OnLine()
+    version = OnLine()
+    unpublished = OnLine()
+    broadcast = OnLine()
+    pending_delta = OnLine()
+    saved = ("own", "caught", "admitted", "points")
+    rebuilt = ("grads", "scores", "data", "aggregation", "compressor", "line")
 
     def trusted(self) -> set[str]:
         """Scorers whose reports count: writers of the score lane holding ``runs.score``."""
@@ -419,25 +416,25 @@ class ModelHolder(BaseNeuron):
 
     def state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         """Model, outer optimizer state, the last and the pending version."""
-        own = self.points.own()  # our own, also while a sweep point's model is lent to us
+        own = self.own  # also while a sweep point's line is merged
         points_meta, points = self.points.state()
         tensors = {
-            **prefixed(snapshot(own["model"]), "model"),
-            **prefixed(own["outer"].state_dict(), "outer"),
+            **prefixed(snapshot(own.model), "model"),
+            **prefixed(own.outer.state_dict(), "outer"),
             **points,
         }
         meta = {
-            "version": own["version"],
-            "unpublished": own["unpublished"],
+            "version": own.version,
+            "unpublished": own.unpublished,
             "caught": self.caught.state(),
             "admitted": self.admitted,
             **points_meta,
         }
-        if own["broadcast"] is not None:  # its error feedback, and a delta not yet published
-            tensors.update(prefixed(own["broadcast"].state_dict(), "broadcast"))
-            if own["pending_delta"] is not None:
-                meta["delta_window"] = own["pending_delta"][0]
-                tensors.update(prefixed(own["pending_delta"][1].payload, "delta"))
+        if own.broadcast is not None:  # its error feedback, and a delta not yet published
+            tensors.update(prefixed(own.broadcast.state_dict(), "broadcast"))
+            if own.pending_delta is not None:
+                meta["delta_window"] = own.pending_delta[0]
+                tensors.update(prefixed(own.pending_delta[1].payload, "delta"))
         return meta, tensors
 
     def restore(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
