@@ -38,6 +38,7 @@ import torch.distributed as dist
 from loguru import logger
 from torch import nn
 
+from subnet.errors import ConfigError
 from subnet.model import ModelConfig, build_model
 from subnet.training.config import InnerConfig
 from subnet.training.inner import Batch, InnerResult, build_inner_optimizer, train_inner
@@ -234,8 +235,6 @@ def launch(config: ParallelConfig, device: str, micro_batch: int) -> Iterator[Gr
         yield None
         return
     if micro_batch % world:
-        from subnet.config import ConfigError  # the config module imports this package
-
         raise ConfigError(
             f"--protocol.inner.micro_batch {micro_batch} cannot be split over {world} ranks; "
             f"run a number of ranks that divides it (torchrun --nproc_per_node)"
