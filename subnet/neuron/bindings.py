@@ -7,12 +7,12 @@ its receipt count the same samples. Pure functions of the runtime's plan and pro
 
 from __future__ import annotations
 
-from typing import Any
-
+from ..topology import RunPlan
 from ..training.config import InnerConfig
+from .runtime import Runtime
 
 
-def inner_steps(rt: Any) -> int:
+def inner_steps(rt: Runtime) -> int:
     """H: the ``inner_steps`` of the plan's ``train`` step, else the protocol's."""
     for slot in rt.plan.slots.values():
         for step in slot.steps:
@@ -21,7 +21,7 @@ def inner_steps(rt: Any) -> int:
     return rt.cfg.protocol.inner.steps
 
 
-def lane_data_rule(plan: Any, lane: str | None) -> str:
+def lane_data_rule(plan: RunPlan, lane: str | None) -> str:
     """The data rule of the uploads on ``lane``: the writing step's own, else the plan's.
 
     A trainer of two models trains each on its step's rule (``@beam/two-models``: model A on
@@ -35,12 +35,12 @@ def lane_data_rule(plan: Any, lane: str | None) -> str:
     return plan.data_rule
 
 
-def inner_config(rt: Any) -> InnerConfig:
+def inner_config(rt: Runtime) -> InnerConfig:
     """The protocol's inner settings with the plan's H."""
     return rt.cfg.protocol.inner.model_copy(update={"steps": inner_steps(rt)})
 
 
-def samples_per_window(rt: Any) -> int:
+def samples_per_window(rt: Runtime) -> int:
     """How many samples a trainer works on per window (H steps x micro-batch x accumulation)."""
     inner = rt.cfg.protocol.inner
     return inner_steps(rt) * inner.micro_batch * inner.accumulation

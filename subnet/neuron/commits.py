@@ -33,6 +33,7 @@ from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind, object_key
 from ..wire import CommitMeta, Expected, Rejected, encode_envelope, envelope_header, fetch_envelope
 from ..wire.commit import MAX_COMMIT_BYTES, commit_digest
+from .runtime import Runtime
 
 
 @dataclass
@@ -70,7 +71,7 @@ class Sealed:
 
 
 def seal(
-    rt: Any,
+    rt: Runtime,
     window: int,
     lane: str,
     tensors: dict[str, torch.Tensor],
@@ -95,7 +96,7 @@ def seal(
     return Sealed(window, lane, key, blob)
 
 
-def write_commit(rt: Any, sealed: Sealed) -> bool:
+def write_commit(rt: Runtime, sealed: Sealed) -> bool:
     """Write (once) the signed commit to ``sealed``'s envelope; False if one was there already
     (a restart: the digest, a function of the envelope, is the same)."""
     run, window, lane = rt.cfg.protocol.run, sealed.window, sealed.lane
@@ -117,12 +118,12 @@ def write_commit(rt: Any, sealed: Sealed) -> bool:
     return written
 
 
-def write_reveal(rt: Any, sealed: Sealed) -> bool:
+def write_reveal(rt: Runtime, sealed: Sealed) -> bool:
     """Write the committed envelope once; False if the key was taken already."""
     return rt.store.put_if_absent(sealed.key, sealed.blob)
 
 
-def fetch_commit(rt: Any, lane: str, window: int, hotkey: str) -> str:
+def fetch_commit(rt: Runtime, lane: str, window: int, hotkey: str) -> str:
     """``hotkey``'s verified commit digest for ``window`` on ``lane``.
 
     Raises ``Rejected`` for a malformed commit (``malformed_payload`` when it carries no
@@ -137,7 +138,7 @@ def fetch_commit(rt: Any, lane: str, window: int, hotkey: str) -> str:
 
 
 def reveal_matches(
-    rt: Any, lane: str, window: int, hotkey: str, payload_sha256: str, commit: str
+    rt: Runtime, lane: str, window: int, hotkey: str, payload_sha256: str, commit: str
 ) -> bool:
     """Whether a revealed envelope's signed payload digest gives the commit read for it."""
     return commit_digest(rt.cfg.protocol.run, lane, window, hotkey, payload_sha256) == commit
@@ -172,7 +173,7 @@ class CommitSnapshot:
         self.failures: dict[tuple[int, str], int] = {}  # failed reads of a bucket, per window
         self.budget_s = budget_s
 
-    def poll(self, rt: Any, lane: str, window: int, offset: int, senders: list[str]) -> None:
+    def poll(self, rt: Runtime, lane: str, window: int, offset: int, senders: list[str]) -> None:
         """Read the commits of ``senders`` not read yet; keep them only if the poll ended before
         the reveal opened (tick ``upload_deadline + 1`` of the window)."""
         cfg = rt.windows.cfg
@@ -213,7 +214,7 @@ class CommitSnapshot:
         entry.trusted = True
         entry.complete = entry.complete or offset == cfg.upload_deadline
 
-    def _read(self, rt: Any, lane: str, window: int, hotkeys: list[str]) -> dict[str, object]:
+    def _read(self, rt: Runtime, lane: str, window: int, hotkeys: list[str]) -> dict[str, object]:
         """``hotkey -> digest``, or the exception its read raised, for the reads that finished
         within the budget (the others are left to finish on their own and count as failed)."""
         results: dict[str, object] = {}

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from ..model import build_model
+from ..topology import SlotPlan
 from ..training import build_outer_optimizer, load_parameters, snapshot
 from ..versions import VersionPublisher
 from .actions.grants import trainers
@@ -29,7 +30,7 @@ from .rules import OUTER_RULES
 from .state import prefixed, unprefixed
 
 
-def sweep_points(slot: Any) -> list[float]:
+def sweep_points(slot: SlotPlan) -> list[float]:
     """The points the slot's steps name (the first step that names any), else none."""
     for step in slot.steps:
         if step.params.get("points"):

@@ -18,6 +18,7 @@ from .actions.grants import granted
 from .actions.rounds import loss_below
 from .actions.shares import file_shares
 from .bindings import samples_per_window
+from .runtime import Runtime
 from .steps import StopRule
 
 # (runtime, dataset, window) -> (hotkey -> the sample ids it trains on in that window)
@@ -28,7 +29,7 @@ MergeWeightsRule = Callable[
 ]
 
 
-def assigned(rt: Any, data: TokenDataset, window: int) -> Callable[[str], list[int]]:
+def assigned(rt: Runtime, data: TokenDataset, window: int) -> Callable[[str], list[int]]:
     """``hotkey -> sample ids``: a pure function of (protocol seed, window, hotkey)."""
     seed, n, total = rt.cfg.protocol.seed, samples_per_window(rt), data.split_samples("train")
     return lambda hotkey: assign_samples(seed, window, hotkey, n, total)

@@ -19,14 +19,16 @@ from typing import Any
 
 from loguru import logger
 
+from ...data import TokenDataset
 from ...storage.keys import ObjectKind
 from ...wire import GrantMeta
+from ..runtime import Runtime
 from ..steps import Step
 from .presence import objects_present
 from .signed import get_message, lane_of_kind, put_message
 
 
-def unit_samples(rt: Any) -> int:
+def unit_samples(rt: Runtime) -> int:
     """Samples in one data unit: one inner step's micro-batches."""
     inner = rt.cfg.protocol.inner
     return inner.micro_batch * inner.accumulation
@@ -48,7 +50,7 @@ def unit_ids(unit: int, size: int) -> list[int]:
     return list(range(unit * size, (unit + 1) * size))
 
 
-def grants_for(rt: Any, window: int) -> dict[str, list[int]]:
+def grants_for(rt: Runtime, window: int) -> dict[str, list[int]]:
     """The units granted for ``window`` by the members holding ``data.grant`` (first wins)."""
     lane = lane_of_kind(rt, ObjectKind.DATA_GRANT)
     if lane is None:
@@ -65,7 +67,7 @@ def grants_for(rt: Any, window: int) -> dict[str, list[int]]:
     return out
 
 
-def granted(rt: Any, data: Any, window: int) -> Callable[[str], list[int]]:
+def granted(rt: Runtime, data: TokenDataset, window: int) -> Callable[[str], list[int]]:
     """Data rule: ``hotkey -> sample ids`` of the units granted to it for ``window``."""
     grants, size = grants_for(rt, window), unit_samples(rt)
     total = data.split_samples("train")
@@ -91,7 +93,7 @@ def granted_uploads(neuron: Any, step: Step) -> bool:
     return True
 
 
-def trainers(rt: Any) -> list[str]:
+def trainers(rt: Runtime) -> list[str]:
     """Members present in a slot writing a gradient lane, with ``runs.train``."""
     slots = {
         s

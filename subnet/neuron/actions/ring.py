@@ -22,6 +22,7 @@ from ...storage.keys import ObjectKind, object_key
 from ...training import load_parameters, snapshot
 from ...wire import Expected, Reason, Rejected, fetch_envelope
 from ..merge_result import MergeResult
+from ..runtime import Runtime
 from ..steps import Step
 from .presence import present
 
@@ -61,7 +62,7 @@ def publish_model(miner: Any, window: int, upload: Any, lane: str | None = None)
 
 
 def fetch_model(
-    rt: Any,
+    rt: Runtime,
     hotkey: str,
     window: int,
     lane: str,
@@ -93,7 +94,7 @@ def unusable(window: int, which: str, hotkey: str, error: Exception) -> None:
     log.warning("window {}: {} model of {} unusable ({})", window, which, hotkey[:8], why)
 
 
-def ring_lane(rt: Any, step: Step) -> str:
+def ring_lane(rt: Runtime, step: Step) -> str:
     """The checkpoint lane the step reads."""
     return next(n for n in step.plan.reads if rt.plan.lanes[n].kind == ObjectKind.CHECKPOINT.value)
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import NotReady
+from ..runtime import Runtime
 from ..steps import Step
 from .grants import trainers
 
@@ -32,7 +33,7 @@ def point_stream(lane: str, index: int) -> str:
     return f"{lane}.p{int(index)}"
 
 
-def point_of(rt: Any, params: Mapping[str, Any]) -> tuple[int, float] | None:
+def point_of(rt: Runtime, params: Mapping[str, Any]) -> tuple[int, float] | None:
     """``(index, value)`` of the sweep point this member trains; None for a step with no points.
 
     NotReady while this member is not among the trainers (the assignment needs its place).

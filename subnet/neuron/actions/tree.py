@@ -21,6 +21,7 @@ from ...storage.keys import ObjectKind
 from ...versions import SyncError
 from ...wire import GradientMeta, Reason, publish_envelope
 from ..bindings import samples_per_window
+from ..runtime import Runtime
 from ..steps import Step
 from ..uploads import Received, collect_uploads
 from .presence import objects_present
@@ -51,12 +52,12 @@ def combine(parts: Sequence[tuple[Delta, float]]) -> dict[str, torch.Tensor]:
     }
 
 
-def fanout_of(rt: Any, step: Step) -> int:
+def fanout_of(rt: Runtime, step: Step) -> int:
     """The tree's fanout: the step's ``fanout``, else the aggregation's ``tree_fanout``, else 2."""
     return int(step.params.get("fanout", rt.plan.aggregation.get("tree_fanout", 2)))
 
 
-def tree_senders(rt: Any, lane: str) -> list[str] | None:
+def tree_senders(rt: Runtime, lane: str) -> list[str] | None:
     """Whose uploads on ``lane`` a merge reads: the tree root alone when the plan aggregates by a
     tree (``tree_fanout``), else None (every writer)."""
     if "tree_fanout" not in rt.plan.aggregation:
@@ -64,7 +65,7 @@ def tree_senders(rt: Any, lane: str) -> list[str] | None:
     return rt.writers(lane)[:1]
 
 
-def children_of(rt: Any, lane: str, fanout: int) -> list[str]:
+def children_of(rt: Runtime, lane: str, fanout: int) -> list[str]:
     """The members whose partials on ``lane`` this member waits for: its tree children, or the
     root for a reader that is not in the tree (the lead)."""
     workers = rt.writers(lane)
