@@ -90,14 +90,46 @@ def iter_flags(model: type[BaseModel] = BeamConfig) -> Iterator[Flag]:
 # Which settings each entry point reads (by flag-name prefix); every flag is still accepted, but
 # a role's --help lists only these. Protocol settings are shared by every participant.
 ROLE_SETTINGS: dict[str, tuple[str, ...]] = {
-    "miner": ("protocol.", "netuid", "room", "run", "wallet.", "subtensor.", "logging.",
-              "neuron.", "storage.", "wandb.", "parallel."),
-    "validator": ("protocol.", "netuid", "room", "run", "wallet.", "subtensor.", "logging.",
-                  "neuron.", "storage.", "wandb."),
-    "holder": ("protocol.", "netuid", "room", "run", "wallet.", "subtensor.", "logging.",
-               "neuron.", "storage.", "data.", "wandb."),
+    "miner": (
+        "protocol.",
+        "netuid",
+        "room",
+        "run",
+        "wallet.",
+        "subtensor.",
+        "logging.",
+        "neuron.",
+        "storage.",
+        "wandb.",
+        "parallel.",
+    ),
+    "validator": (
+        "protocol.",
+        "netuid",
+        "room",
+        "run",
+        "wallet.",
+        "subtensor.",
+        "logging.",
+        "neuron.",
+        "storage.",
+        "wandb.",
+    ),
+    "holder": (
+        "protocol.",
+        "netuid",
+        "room",
+        "run",
+        "wallet.",
+        "subtensor.",
+        "logging.",
+        "neuron.",
+        "storage.",
+        "data.",
+        "wandb.",
+    ),
     "chain": ("netuid", "wallet.", "subtensor.", "logging."),
-}  # fmt: skip
+}
 
 # --help lists a node's own settings first, in the order an operator sets them, then the
 # protocol's (shared by everyone, usually from the --config file the subnet publishes).
@@ -168,14 +200,17 @@ def build_parser(
     ``node_title`` heads the top-level flags.
     """
     parser = ArgParser(
-        prog=prog, usage=f"{prog} [--config FILE.toml] [--SETTING VALUE ...]",
-        description=description, epilog=SECRETS_HELP,
-    )  # fmt: skip
+        prog=prog,
+        usage=f"{prog} [--config FILE.toml] [--SETTING VALUE ...]",
+        description=description,
+        epilog=SECRETS_HELP,
+    )
     parser.add_argument("--version", action="version", version=_version())
     parser.add_argument(
-        "--config", metavar="FILE.toml",
+        "--config",
+        metavar="FILE.toml",
         help="read settings from a TOML file ([protocol] table for the shared settings)",
-    )  # fmt: skip
+    )
     shown = shown if shown is not None else ROLE_SETTINGS.get(role or "")
     flags = sorted(iter_flags(model), key=lambda f: _section_rank(_section(f)))
     groups: dict[str, argparse._ArgumentGroup] = {}

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .compression.config import CompressionConfig
+from .errors import ConfigError
 from .scoring.config import ScoringConfig
 from .storage.config import StorageConfig
 from .storage.keys import PROTOCOL_VERSION
@@ -233,10 +234,6 @@ class BeamConfig(_Strict):
 
     protocol: ProtocolConfig = ProtocolConfig()
     node: NodeConfig = NodeConfig()
-
-
-class ConfigError(ValueError):
-    """A configuration that cannot be used; the message says what is wrong and how to fix it."""
 
 
 def load_toml(path: str | Path) -> dict[str, Any]:

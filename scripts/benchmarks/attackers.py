@@ -38,8 +38,8 @@ from benchmarks.poisoners import (  # noqa: E402
     SubtlePoisoner,
     _Transform,
 )
+from subnet.neuron.bindings import samples_per_window  # noqa: E402
 from subnet.neuron.miner import Upload  # noqa: E402
-from subnet.neuron.rules import samples_per_window  # noqa: E402
 from subnet.neuron.steps import Step  # noqa: E402
 from subnet.node.entry import run_role  # noqa: E402
 from subnet.storage.base import ObjectNotFound, StorageError  # noqa: E402

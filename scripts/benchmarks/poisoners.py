@@ -18,8 +18,8 @@ from benchmarks.attack_base import Attacker  # noqa: E402
 from subnet.data import random_sample_ids  # noqa: E402
 from subnet.model import build_model  # noqa: E402
 from subnet.neuron.answers import Held, chunk_map  # noqa: E402
+from subnet.neuron.bindings import samples_per_window  # noqa: E402
 from subnet.neuron.miner import Miner, Upload  # noqa: E402
-from subnet.neuron.rules import samples_per_window  # noqa: E402
 from subnet.scoring.assess import WindowProbe  # noqa: E402
 from subnet.scoring.draws import REPORTED_HELDOUT  # noqa: E402
 

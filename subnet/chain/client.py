@@ -95,8 +95,10 @@ class ChainClient:
         if uid is None:
             how = f"`btcli subnets register --netuid {self.netuid}`"
             if self.network.startswith("sim://"):  # btcli cannot reach simnet
-                how = (f"`python scripts/register.py --subtensor.network {self.network} --netuid "
-                       f"{self.netuid} --fund 100` and this neuron's --wallet.* flags")  # fmt: skip
+                how = (
+                    f"`python scripts/register.py --subtensor.network {self.network} --netuid "
+                    f"{self.netuid} --fund 100` and this neuron's --wallet.* flags"
+                )
             raise NotRegistered(
                 f"hotkey {hotkey} is not registered on netuid {self.netuid}; register it with "
                 f"{how} (the local stack registers its own wallets for you)"

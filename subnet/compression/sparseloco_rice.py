@@ -157,8 +157,11 @@ class SparseLoCoRiceCompressor(Compressor):
         layouts = [self._layout(tuple(shapes[n])) for n in names]
         kept = [total for _, _, total in layouts]
         total = sum(kept)
-        for key, numel in (("rice::k", len(names)), ("cb", 4 * len(names)),
-                           ("val", packed_2bit_len(total))):  # fmt: skip
+        for key, numel in (
+            ("rice::k", len(names)),
+            ("cb", 4 * len(names)),
+            ("val", packed_2bit_len(total)),
+        ):
             if payload[key].numel() != numel:
                 raise PayloadError(Reason.SHAPE_MISMATCH, key)
         if not bool(torch.isfinite(payload["cb"]).all()):

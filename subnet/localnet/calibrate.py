@@ -85,8 +85,13 @@ def measure_step_seconds(
     model = build_model(preset, vocab_size=vocab_size, seed=0)
     cfg = InnerConfig(steps=1, micro_batch=micro_batch)
     optimizer = build_inner_optimizer(model, cfg)
-    return _median_seconds(lambda x, y: train_inner(model, [(x, y)], cfg, optimizer),
-                           vocab_size, seq_len, micro_batch, steps)  # fmt: skip
+    return _median_seconds(
+        lambda x, y: train_inner(model, [(x, y)], cfg, optimizer),
+        vocab_size,
+        seq_len,
+        micro_batch,
+        steps,
+    )
 
 
 def measure_forward_seconds(
@@ -98,8 +103,9 @@ def measure_forward_seconds(
     mostly per-call overhead, so it costs far more than a third of an inner step.
     """
     model = build_model(preset, vocab_size=vocab_size, seed=0)
-    return _median_seconds(lambda x, y: sample_losses(model, [(x, y)]),
-                           vocab_size, seq_len, micro_batch, passes)  # fmt: skip
+    return _median_seconds(
+        lambda x, y: sample_losses(model, [(x, y)]), vocab_size, seq_len, micro_batch, passes
+    )
 
 
 def eval_passes(miners: int, eval_samples: int, micro_batch: int) -> int:
@@ -180,8 +186,7 @@ def window_blocks_for(
     # reveals; at most half the phase, and none when the phase cannot hold them.
     reveal = min(upload + max(3, math.ceil(reveal_s / block_time)), upload + (report - upload) // 2)
     reveal_deadline = max(reveal, upload + 3) if report - upload >= 3 else None
-    return Calibration(step_s, contended, *split, eval_s=eval_s,
-                       reveal_deadline=reveal_deadline)  # fmt: skip
+    return Calibration(step_s, contended, *split, eval_s=eval_s, reveal_deadline=reveal_deadline)
 
 
 def calibrate(
@@ -200,8 +205,17 @@ def calibrate(
     """Time an inner step and an evaluation forward pass of ``preset`` on this machine now, and
     size the window for them (``window_blocks_for``)."""
     step_s = measure_step_seconds(preset, vocab_size, seq_len=seq_len, micro_batch=micro_batch)
-    forward_s = measure_forward_seconds(preset, vocab_size, seq_len=seq_len,
-                                        micro_batch=micro_batch)  # fmt: skip
-    return window_blocks_for(step_s, inner_steps, block_time, miners, validators=validators,
-                             eval_samples=eval_samples, micro_batch=micro_batch,
-                             headroom=headroom, forward_s=forward_s)  # fmt: skip
+    forward_s = measure_forward_seconds(
+        preset, vocab_size, seq_len=seq_len, micro_batch=micro_batch
+    )
+    return window_blocks_for(
+        step_s,
+        inner_steps,
+        block_time,
+        miners,
+        validators=validators,
+        eval_samples=eval_samples,
+        micro_batch=micro_batch,
+        headroom=headroom,
+        forward_s=forward_s,
+    )

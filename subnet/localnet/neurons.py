@@ -18,8 +18,11 @@ from ..storage.local_server import DUMMY_ACCESS_KEY_ID, DUMMY_SECRET_ACCESS_KEY
 from .stack import Endpoints
 
 REPO = Path(__file__).resolve().parents[2]
-ENTRY = {"miner": "neurons/miner.py", "validator": "neurons/validator.py",
-         "holder": "neurons/model_holder.py"}  # fmt: skip
+ENTRY = {
+    "miner": "neurons/miner.py",
+    "validator": "neurons/validator.py",
+    "holder": "neurons/model_holder.py",
+}
 
 
 def write_protocol(path: Path, holder_hotkey: str, settings: dict[str, Any]) -> Path:
@@ -55,19 +58,41 @@ class NeuronSet:
         """Start wallet ``name`` as ``role`` (optionally with another entry script)."""
         ep = self.endpoints
         args = [
-            sys.executable, str(REPO / (script or ENTRY[role])),
-            "--config", str(self.protocol), "--netuid", str(ep.netuid),
-            "--subtensor.network", ep.network, "--wallet.path", ep.wallet_path,
-            "--wallet.name", name, "--storage.bucket", ep.bucket(name),
-            "--storage.endpoint_url", ep.s3_endpoint, "--storage.addressing_style", "path",
-            "--neuron.state_dir", str(self.root / "state"), "--data.dir", str(self.data_dir),
-            "--logging.dir", str(self.root / "logs"), "--neuron.threads", "1", *extra,
-        ]  # fmt: skip
+            sys.executable,
+            str(REPO / (script or ENTRY[role])),
+            "--config",
+            str(self.protocol),
+            "--netuid",
+            str(ep.netuid),
+            "--subtensor.network",
+            ep.network,
+            "--wallet.path",
+            ep.wallet_path,
+            "--wallet.name",
+            name,
+            "--storage.bucket",
+            ep.bucket(name),
+            "--storage.endpoint_url",
+            ep.s3_endpoint,
+            "--storage.addressing_style",
+            "path",
+            "--neuron.state_dir",
+            str(self.root / "state"),
+            "--data.dir",
+            str(self.data_dir),
+            "--logging.dir",
+            str(self.root / "logs"),
+            "--neuron.threads",
+            "1",
+            *extra,
+        ]
         # moto accepts any key pair; the same dummy pair writes and (published on chain) reads.
-        env = {"BEAM_S3_ACCESS_KEY_ID": DUMMY_ACCESS_KEY_ID,
-               "BEAM_S3_SECRET_ACCESS_KEY": DUMMY_SECRET_ACCESS_KEY,
-               "BEAM_S3_READ_ACCESS_KEY_ID": DUMMY_ACCESS_KEY_ID,
-               "BEAM_S3_READ_SECRET_ACCESS_KEY": DUMMY_SECRET_ACCESS_KEY}  # fmt: skip
+        env = {
+            "BEAM_S3_ACCESS_KEY_ID": DUMMY_ACCESS_KEY_ID,
+            "BEAM_S3_SECRET_ACCESS_KEY": DUMMY_SECRET_ACCESS_KEY,
+            "BEAM_S3_READ_ACCESS_KEY_ID": DUMMY_ACCESS_KEY_ID,
+            "BEAM_S3_READ_SECRET_ACCESS_KEY": DUMMY_SECRET_ACCESS_KEY,
+        }
         self.procs[name] = spawn(args, self.root / "logs" / f"{name}.out", env)
 
     def alive(self) -> dict[str, bool]:

@@ -57,9 +57,12 @@ class RunSettings:
         if self.reveal_deadline is not None:
             window["reveal_deadline"] = self.reveal_deadline
         return {
-            "model": self.preset, "dataset": self.dataset, "seq_len": 64, "window": window,
+            "model": self.preset,
+            "dataset": self.dataset,
+            "seq_len": 64,
+            "window": window,
             "inner": {"steps": self.inner_steps, "micro_batch": 8, "min_steps": self.min_steps},
-        }  # fmt: skip
+        }
 
 
 class NeuronsExited(RuntimeError):
@@ -80,10 +83,14 @@ class LocalRun:
     def __init__(self, root: str | Path, settings: RunSettings) -> None:
         self.root = Path(root).resolve()
         self.settings = settings
-        self.stack = LocalStack(self.root / "stack", StackSettings(
-            n_validators=settings.validators, n_miners=settings.miners,
-            block_time=settings.block_time,
-        ))  # fmt: skip
+        self.stack = LocalStack(
+            self.root / "stack",
+            StackSettings(
+                n_validators=settings.validators,
+                n_miners=settings.miners,
+                block_time=settings.block_time,
+            ),
+        )
         self.neurons: NeuronSet | None = None
         self.pacemaker: Pacemaker | None = None
 
@@ -109,13 +116,18 @@ class LocalRun:
         vocab = TokenDataset.from_folder(Path(s.data_dir) / s.dataset, protocol.seq_len).vocab_size
         n_params = sum(p.numel() for p in build_model(s.preset, vocab_size=vocab).parameters())
         run = {
-            "name": self.root.name, "started": time.time(), "network": ep.network,
-            "netuid": ep.netuid, "config_hash": protocol.config_hash(),
-            "protocol": protocol.model_dump(mode="json"), "n_params": n_params,
+            "name": self.root.name,
+            "started": time.time(),
+            "network": ep.network,
+            "netuid": ep.netuid,
+            "config_hash": protocol.config_hash(),
+            "protocol": protocol.model_dump(mode="json"),
+            "n_params": n_params,
             "settings": asdict(s),
-            "participants": {w.hotkey: {"name": w.name, "role": w.role} for w in ep.wallets
-                             if w.role != "owner"},
-        }  # fmt: skip
+            "participants": {
+                w.hotkey: {"name": w.name, "role": w.role} for w in ep.wallets if w.role != "owner"
+            },
+        }
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "run.json").write_text(json.dumps(run, indent=2))
 

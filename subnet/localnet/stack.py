@@ -129,9 +129,10 @@ class LocalStack:
     def _start_simnet(self) -> str:
         # 120 s: importing the SDK alone took 54 s at load average 50 (30 s is the default).
         self._simnet = SimnetProcess(
-            self.root / "simnet.db", self.root / "logs" / "simnet.log",
+            self.root / "simnet.db",
+            self.root / "logs" / "simnet.log",
             block_time=self.settings.block_time,
-        ).start(timeout=120.0)  # fmt: skip
+        ).start(timeout=120.0)
         return self._simnet.network
 
     def _provision(self, network: str, s3_endpoint: str) -> list[DevWallet]:

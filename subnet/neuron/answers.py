@@ -28,6 +28,7 @@ from ..verify.chunks import FRESH, ChunkMap
 from ..verify.draw import chunk_sample
 from ..wire import Expected, Rejected, encode_envelope, fetch_envelope
 from ..wire.schema import CheckNotice, GradientMeta
+from .runtime import Runtime
 from .state import prefixed, unprefixed
 
 STATE_IN, STATE_FROM, STATE_OUT = "state_in", "state_from", "state_out"
@@ -35,12 +36,12 @@ NOTICE_BYTES = 16 << 10  # the most a validator's notice may take
 KEEP = 2  # windows a miner keeps an upload's states for answers
 
 
-def chunk_map(rt: Any, shapes: dict[str, tuple[int, ...]]) -> ChunkMap:
+def chunk_map(rt: Runtime, shapes: dict[str, tuple[int, ...]]) -> ChunkMap:
     """How this network's codec cuts a model of ``shapes`` into chunks."""
     return ChunkMap.of(shapes, rt.cfg.protocol.compression.chunk)
 
 
-def beacon(rt: Any, window: int) -> str | None:
+def beacon(rt: Runtime, window: int) -> str | None:
     """The window's beacon: the block hash of its guard tick (``upload_deadline + 1``), which
     nobody knew while commits could still be written; None without a chain clock, or when the
     chain does not answer."""
@@ -106,7 +107,7 @@ class Held:
         )
 
 
-def notice_lane(rt: Any) -> str | None:
+def notice_lane(rt: Runtime) -> str | None:
     """The lane validators write their notices on: the plan's score lane (None: no scorers)."""
     for lane in rt.plan.lanes.values():
         if lane.kind == ObjectKind.SCORES.value:
@@ -130,7 +131,7 @@ def commitments(meta: GradientMeta, window: int) -> tuple[str, int | None, str]:
     return meta.state_in, meta.state_from, meta.state_out
 
 
-def read_notice(rt: Any, window: int, validator: str) -> CheckNotice | None:
+def read_notice(rt: Runtime, window: int, validator: str) -> CheckNotice | None:
     """``validator``'s notice for ``window``; None when it is not there (yet) or unreadable
     now. Raises ``Rejected`` for one that is there and refused."""
     lane = notice_lane(rt)
@@ -147,7 +148,7 @@ def read_notice(rt: Any, window: int, validator: str) -> CheckNotice | None:
     return envelope.message(CheckNotice)
 
 
-def named_by(rt: Any, window: int, held: Held) -> list[str]:
+def named_by(rt: Runtime, window: int, held: Held) -> list[str]:
     """Validators whose notice for ``window`` names this miner (reading only notices not read
     yet; a notice that is not there yet is looked for again at the next call)."""
     lane = notice_lane(rt)
@@ -177,7 +178,7 @@ def named_by(rt: Any, window: int, held: Held) -> list[str]:
 
 
 def write_answer(
-    rt: Any, lane: str, held: Held, draw: str, shapes: dict[str, tuple[int, ...]]
+    rt: Runtime, lane: str, held: Held, draw: str, shapes: dict[str, tuple[int, ...]]
 ) -> int:
     """Write (once) the answer to a check of ``held.window``: the drawn chunks before and after,
     with their proofs; the bytes written (0 if it was there already). Lets a ``StorageError``

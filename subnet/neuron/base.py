@@ -28,11 +28,10 @@ from ..storage.base import StorageError
 from ..topology import SlotPlan
 from ..versions import PublishError, SyncError
 from ..wire import Rejected
-from .gates import GATES
-from .rules import STOP_RULES
 from .runtime import Runtime
+from .schedule import Schedule
 from .state import StateFile, StateWriteError
-from .steps import Action, Step
+from .steps import Action, Gate, Step, StepParams, StopRule
 
 # Failures that cost one step, not the process.
 WINDOW_ERRORS = (
@@ -54,16 +53,32 @@ class BaseNeuron(ABC):
 
     role: str = "neuron"  # the role class the plan's slots name
     actions: ClassVar[Mapping[str, Action]] = {}  # the plan's action names -> methods
+    gates: ClassVar[Mapping[str, Gate]] = {}  # the plan's gate names -> gates
+    stop_rules: ClassVar[Mapping[str, StopRule]] = {}  # the plan's stop rule names -> rules
+    # action -> the type of its step's ``params`` (an action not named reads none: StepParams)
+    params: ClassVar[Mapping[str, type[StepParams]]] = {}
+    # A role's attributes, declared: ``saved`` ones go in its state file (``state``/``restore``),
+    # ``rebuilt`` ones are handles, settings and caches built anew by ``__init__``/``setup``.
+    # The save/restore test over every role fails on an attribute declared in neither.
+    saved: ClassVar[tuple[str, ...]] = ()
+    rebuilt: ClassVar[tuple[str, ...]] = ()
+    LOOP: ClassVar[tuple[str, ...]] = (
+        "rt",
+        "slot",
+        "state_file",
+        "schedule",
+        "stop_event",
+        "busy",
+        "ready",
+        "setup_since",
+        "next_setup",
+    )
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
         self.slot: SlotPlan = rt.slot_of(self.role)
         self.state_file = StateFile(rt.state_dir)
-        self.last_window = -1  # every step of this window and those before is done
-        self.cursor = (-1, 0)  # (window, index of its next step)
-        self.ahead: set[tuple[int, int]] = set()  # (window, step index) run before the cursor
-        self.held_by: str | None = None  # the gate the step at the cursor waits for
-        self.refreshed = -1  # the window membership was last refreshed for
+        self.schedule = Schedule(self.slot.steps, rt.windows, self.gates, self.role)
         self.stop_event = threading.Event()
         self.busy = False  # inside a step: a stop request waits for it to finish
         self.ready = False
@@ -94,8 +109,9 @@ class BaseNeuron(ABC):
         # retried on them), so nothing is skipped as "seen" before the first tick arrives.
         handled, seen = 0, None
         steps = ", ".join(f"{s.action} ({s.phase})" for s in self.slot.steps)
-        logger.info("{} running slot {} of {}: {}", self.role, self.slot.name, self.rt.plan.ref,
-                    steps)  # fmt: skip
+        logger.info(
+            "{} running slot {} of {}: {}", self.role, self.slot.name, self.rt.plan.ref, steps
+        )
         self.log_plan()
         self.try_setup()
         for tick in self.rt.clock.ticks():
@@ -118,8 +134,11 @@ class BaseNeuron(ABC):
                 if max_windows is not None and handled >= max_windows:
                     break
                 if self.finished():
-                    logger.info("{}: the plan's stop rule is met after window {}", self.role,
-                                self.last_window)  # fmt: skip
+                    logger.info(
+                        "{}: the plan's stop rule is met after window {}",
+                        self.role,
+                        self.last_window,
+                    )
                     break
         logger.info("{} stopped after {} windows", self.role, handled)
         return handled
@@ -128,132 +147,61 @@ class BaseNeuron(ABC):
         """One ``plan`` record: the topology, this member's slot and the plan's lanes (the run
         page draws the lanes and each slot's rounds from it)."""
         plan = self.rt.plan
-        lanes = {name: {"kind": lane.kind, "mode": lane.mode, "writers": list(lane.writers),
-                        "readers": list(lane.readers)} for name, lane in plan.lanes.items()}  # fmt: skip
-        self.rt.metrics.log("plan", ref=plan.ref, digest=plan.digest, slot=self.slot.name,
-                            hotkey=self.rt.hotkey, role=self.role,
-                            steps=[s.action for s in self.slot.steps], lanes=lanes)  # fmt: skip
+        lanes = {
+            name: {
+                "kind": lane.kind,
+                "mode": lane.mode,
+                "writers": list(lane.writers),
+                "readers": list(lane.readers),
+            }
+            for name, lane in plan.lanes.items()
+        }
+        self.rt.metrics.log(
+            "plan",
+            ref=plan.ref,
+            digest=plan.digest,
+            slot=self.slot.name,
+            hotkey=self.rt.hotkey,
+            role=self.role,
+            steps=[s.action for s in self.slot.steps],
+            lanes=lanes,
+        )
 
     def finished(self) -> bool:
         """Whether the plan's stop rule says the run is over."""
         stop = self.rt.plan.stop
-        return STOP_RULES[stop["rule"]](self, stop)
+        return self.stop_rules[stop["rule"]](self, stop)
+
+    @property
+    def last_window(self) -> int:
+        """Every step of this window and those before it is done (-1: none yet)."""
+        return self.schedule.cursor.last_window
+
+    @last_window.setter
+    def last_window(self, window: int) -> None:
+        self.schedule.cursor.last_window = window
 
     def advance(self, window: int, offset: int) -> bool:
-        """Run or skip the steps of ``window`` due at ``offset``; True once a window's last
-        step has run (a window whose steps were all missed does not count).
-
-        Membership is re-read once per window at an idle tick (waiting for a phase or a gate,
-        or done), so the re-read never delays a step; only a roster older than the previous
-        window is re-read right before one.
-        """
-        if window <= self.last_window:
-            self.refresh(window)
-            return False
-        if self.cursor[0] != window:
-            self.cursor = (window, 0)
-        steps = self.slot.steps
-        while self.cursor[1] < len(steps):
-            if (window, self.cursor[1]) in self.ahead:  # ran ahead of a held step: done
-                self.cursor = (window, self.cursor[1] + 1)
-                if self.cursor[1] == len(steps):
-                    self.last_window = window
-                    self.save()
-                    return True
-                continue
-            step = Step(steps[self.cursor[1]], window, offset)
-            first, last = self.rt.windows.phase(step.plan.phase)
-            if offset < first:
-                self.refresh(window)
-                return False
-            if offset > last:
-                logger.warning(
-                    "{}: step {} missed: offset {} is {} tick(s) past its phase (last offset "
-                    "{}); this neuron was busy, or still starting, until then",
-                    self.role,
-                    step,
-                    offset,
-                    offset - last,
-                    last,
-                )
-                self.cursor = (window, self.cursor[1] + 1)
-                continue
-            if self.refreshed < window - 1:
-                self.refresh(window)
-            if not self.gates_pass(step, last):
-                self.run_ahead(step, last)
-                self.refresh(window)
-                return False
-            self.handle(step)
-            self.cursor = (window, self.cursor[1] + 1)
-            if self.cursor[1] < len(steps):
-                self.save()
-                return False  # the next step looks at the clock afresh at the next tick
-            self.last_window = window
-            self.save()
-            return True
-        self.last_window = window
-        self.save()
-        return False
-
-    def run_ahead(self, held: Step, last: int) -> None:
-        """Let the steps after ``held`` in its phase go first while a condition holds it.
-
-        A gate that never lapses (``granted``, ``first_round``) is a condition, not a wait:
-        the held step may never run this window. The steps after it in the same phase do not
-        depend on it (their order is kept among themselves), so they run now rather than be
-        missed with it: a trainer of two models trains model B in a round it holds no grant of
-        model A for. Any other gate keeps plan order.
-        """
-        gate = GATES.get(self.held_by or "")
-        cfg = self.rt.windows.cfg
-        if gate is None or gate.lapse is None or gate.lapse(cfg) < cfg.blocks:
-            return
-        steps, window = self.slot.steps, held.window
-        for index in range(self.cursor[1] + 1, len(steps)):
-            if steps[index].phase != held.plan.phase:
-                return
-            if (window, index) in self.ahead:
-                continue
-            step = Step(steps[index], window, held.offset)
-            if not self.gates_pass(step, last):
-                return
-            logger.info("{}: {} runs ahead of {} (held by gate {})", self.role, step, held,
-                        gate.name)  # fmt: skip
-            self.handle(step)
-            self.ahead = {(w, i) for w, i in self.ahead if w == window} | {(window, index)}
-            self.save()
-
-    def refresh(self, window: int) -> None:
-        """Re-read membership once per window (an outage keeps the last roster)."""
-        if self.refreshed != window:
-            self.refreshed = window
-            self.reread()
+        """Run or skip the steps of ``window`` due at ``offset`` (the schedule decides); True
+        once a window's last step has run."""
+        return self.schedule.tick(window, offset, self)
 
     def reread(self) -> None:
         """Refresh membership now; an outage is logged and the last roster kept."""
         try:
             self.rt.membership.refresh()
         except WINDOW_ERRORS as error:
-            logger.warning("{}: membership refresh failed, using the last roster: {}", self.role,
-                           error)  # fmt: skip
+            logger.warning(
+                "{}: membership refresh failed, using the last roster: {}", self.role, error
+            )
 
-    def gates_pass(self, step: Step, last: int) -> bool:
-        """Whether every gate of ``step`` passed (or lapsed: then the step runs anyway)."""
-        for name in step.plan.gates:
-            gate = GATES[name]
-            try:
-                if gate.ready(self, step):
-                    continue
-            except WINDOW_ERRORS as error:
-                logger.debug("{}: gate {} not checkable yet: {}", self.role, name, error)
-            lapse = gate.lapse(self.rt.windows.cfg) if gate.lapse else last
-            if step.offset < lapse:
-                self.held_by = name
-                return False
-            logger.info("{}: gate {} ({}) not passed by offset {}; running {} anyway", self.role,
-                        name, gate.doc, step.offset, step)  # fmt: skip
-        return True
+    def gate_ready(self, gate: str, step: Step) -> bool:
+        """Whether ``gate`` passed for ``step``; a gate not checkable yet has not."""
+        try:
+            return bool(self.gates[gate].ready(self, step))
+        except WINDOW_ERRORS as error:
+            logger.debug("{}: gate {} not checkable yet: {}", self.role, gate, error)
+            return False
 
     def handle(self, step: Step) -> object:
         """Run one step's action; a step-level failure is logged and counted, never raised."""
@@ -270,12 +218,14 @@ class BaseNeuron(ABC):
             level = getattr(error, "log_level", "ERROR")
             what = "failed" if level == "ERROR" else "not run"
             logger.log(level, "{}: {} {} ({}): {}", self.role, step, what, reason, error)
-            self.rt.metrics.log("window_failed", window=step.window, step=step.action,
-                                reason=str(reason))  # fmt: skip
+            self.rt.metrics.log(
+                "window_failed", window=step.window, step=step.action, reason=str(reason)
+            )
         except Exception as error:  # a bug or a peer's data we did not foresee: log it, go on
             logger.opt(exception=error).error("{}: {} failed (internal)", self.role, step)
-            self.rt.metrics.log("window_failed", window=step.window, step=step.action,
-                                reason="internal")  # fmt: skip
+            self.rt.metrics.log(
+                "window_failed", window=step.window, step=step.action, reason="internal"
+            )
         finally:
             self.busy = False
             self.timed(step, time.perf_counter() - started)
@@ -332,10 +282,7 @@ class BaseNeuron(ABC):
         """Load saved state, if any (a restart continues where it stopped)."""
         meta, tensors = self.state_file.load()
         if meta:
-            self.last_window = int(meta.get("last_window", -1))
-            cursor = meta.get("cursor") or [-1, 0]
-            self.cursor = (int(cursor[0]), int(cursor[1]))
-            self.ahead = {(self.cursor[0], int(i)) for i in meta.get("ahead", [])}
+            self.schedule.cursor.load_state_dict(meta)
             self.restore(meta, tensors)
             logger.info("{} resumed after window {}", self.role, self.last_window)
 
@@ -344,9 +291,8 @@ class BaseNeuron(ABC):
         if not self.ready:
             return
         meta, tensors = self.state()
-        ahead = sorted(i for w, i in self.ahead if w == self.cursor[0])
-        record = {**meta, "last_window": self.last_window, "cursor": list(self.cursor),
-                  "ahead": ahead, "role": self.role, "plan": self.rt.plan.digest}  # fmt: skip
+        cursor = self.schedule.cursor.state_dict()
+        record = {**meta, **cursor, "role": self.role, "plan": self.rt.plan.digest}
         self.state_file.save(record, tensors)
 
     def stop(self) -> None:

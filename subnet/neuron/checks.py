@@ -46,7 +46,7 @@ from ..verify.answer import BadAnswer, parse_answer
 from ..verify.check import Outcome, check, chunks_for, levels, spread
 from ..verify.chunks import FRESH
 from ..verify.draw import chunk_sample, targets
-from ..wire import Rejected, publish_envelope
+from ..wire import Rejected
 from ..wire.schema import MAX_VERDICTS, CheckNotice, CheckVerdict
 from . import check_reads as reads
 from .answers import (
@@ -57,8 +57,8 @@ from .answers import (
     notice_lane,
     read_notice,
 )
+from .bindings import inner_config
 from .replay import PROBE_NOISE, Replayer, ReplayShort
-from .rules import inner_config
 from .uploads import Received, WindowUploads
 
 KEEP_OUTS = 16  # committed state_out roots kept per sender (its last uploads)
@@ -170,16 +170,9 @@ class Checker:
         self.targets = {w: t for w, t in self.targets.items() if w >= window - 2}
         notice = CheckNotice(targets=tuple(chosen), verdicts=tuple(self.results[-MAX_VERDICTS:]))
         try:
-            _, written = publish_envelope(
-                self.rt.store,
-                signer=self.rt.signer,
-                run=p.run,
-                kind=ObjectKind.CHECKS,
-                window=window,
-                tensors={},
-                metadata=notice.wire(),
-                plan=self.rt.plan.digest,
-                lane=notice_lane(self.rt),
+            lane = notice_lane(self.rt)
+            _, written = self.rt.publish(
+                ObjectKind.CHECKS, window, {}, lane=lane, metadata=notice.wire()
             )
             if not written:  # a restart: the notice out there names whom miners answer for
                 mine = read_notice(self.rt, window, me)

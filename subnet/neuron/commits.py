@@ -33,6 +33,7 @@ from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind, object_key
 from ..wire import CommitMeta, Expected, Rejected, encode_envelope, envelope_header, fetch_envelope
 from ..wire.commit import MAX_COMMIT_BYTES, commit_digest
+from .runtime import Runtime
 
 
 @dataclass
@@ -48,19 +49,29 @@ class Sealed:
 
     def meta(self) -> dict[str, Any]:
         """What a state file keeps of it besides the blob."""
-        return {"window": self.window, "lane": self.lane, "key": self.key, "record": self.record,
-                "pending": self.pending}  # fmt: skip
+        return {
+            "window": self.window,
+            "lane": self.lane,
+            "key": self.key,
+            "record": self.record,
+            "pending": self.pending,
+        }
 
     @classmethod
     def load(cls, meta: dict[str, Any], blob: torch.Tensor) -> Sealed:
         """Rebuild from :meth:`meta` and the blob as a uint8 tensor."""
-        return cls(int(meta["window"]), str(meta["lane"]), str(meta["key"]),
-                   blob.numpy().tobytes(), dict(meta.get("record", {})),
-                   bool(meta.get("pending", False)))  # fmt: skip
+        return cls(
+            int(meta["window"]),
+            str(meta["lane"]),
+            str(meta["key"]),
+            blob.numpy().tobytes(),
+            dict(meta.get("record", {})),
+            bool(meta.get("pending", False)),
+        )
 
 
 def seal(
-    rt: Any,
+    rt: Runtime,
     window: int,
     lane: str,
     tensors: dict[str, torch.Tensor],
@@ -70,35 +81,49 @@ def seal(
     """The signed gradient envelope to commit to now and reveal later (nothing written yet: the
     caller keeps it safe first, then writes the commit)."""
     run = rt.cfg.protocol.run
-    blob = encode_envelope(signer=rt.signer, run=run, kind=ObjectKind.GRADIENT, window=window,
-                           tensors=tensors, base_version=base_version, metadata=metadata,
-                           lane=lane, plan=rt.plan.digest)  # fmt: skip
+    blob = encode_envelope(
+        signer=rt.signer,
+        run=run,
+        kind=ObjectKind.GRADIENT,
+        window=window,
+        tensors=tensors,
+        base_version=base_version,
+        metadata=metadata,
+        lane=lane,
+        plan=rt.plan.digest,
+    )
     key = object_key(run, ObjectKind.GRADIENT, window, rt.hotkey, lane=lane)
     return Sealed(window, lane, key, blob)
 
 
-def write_commit(rt: Any, sealed: Sealed) -> bool:
+def write_commit(rt: Runtime, sealed: Sealed) -> bool:
     """Write (once) the signed commit to ``sealed``'s envelope; False if one was there already
     (a restart: the digest, a function of the envelope, is the same)."""
     run, window, lane = rt.cfg.protocol.run, sealed.window, sealed.lane
     digest = commit_digest(
         run, lane, window, rt.hotkey, envelope_header(sealed.blob).payload_sha256
     )
-    commit = encode_envelope(signer=rt.signer, run=run, kind=ObjectKind.GRADIENT_COMMIT,
-                             window=window, tensors={}, metadata=CommitMeta(commit=digest).wire(),
-                             lane=lane)  # fmt: skip
+    commit = encode_envelope(
+        signer=rt.signer,
+        run=run,
+        kind=ObjectKind.GRADIENT_COMMIT,
+        window=window,
+        tensors={},
+        metadata=CommitMeta(commit=digest).wire(),
+        lane=lane,
+    )
     key = object_key(run, ObjectKind.GRADIENT_COMMIT, window, rt.hotkey, lane=lane)
     written = rt.store.put_if_absent(key, commit)
     logger.info("committed to window {} ({})", window, "new" if written else "already there")
     return written
 
 
-def write_reveal(rt: Any, sealed: Sealed) -> bool:
+def write_reveal(rt: Runtime, sealed: Sealed) -> bool:
     """Write the committed envelope once; False if the key was taken already."""
     return rt.store.put_if_absent(sealed.key, sealed.blob)
 
 
-def fetch_commit(rt: Any, lane: str, window: int, hotkey: str) -> str:
+def fetch_commit(rt: Runtime, lane: str, window: int, hotkey: str) -> str:
     """``hotkey``'s verified commit digest for ``window`` on ``lane``.
 
     Raises ``Rejected`` for a malformed commit (``malformed_payload`` when it carries no
@@ -107,14 +132,14 @@ def fetch_commit(rt: Any, lane: str, window: int, hotkey: str) -> str:
     reader = rt.readers.get(hotkey)
     if reader is None:
         raise ObjectNotFound(f"no bucket known for {hotkey}")
-    expected = Expected(rt.cfg.protocol.run, window, ObjectKind.GRADIENT_COMMIT, hotkey,
-                        lane=lane)  # fmt: skip
+    expected = Expected(rt.cfg.protocol.run, window, ObjectKind.GRADIENT_COMMIT, hotkey, lane=lane)
     envelope = fetch_envelope(reader, expected, None, max_bytes=MAX_COMMIT_BYTES)
     return envelope.message(CommitMeta).commit  # a commit without a digest: malformed_payload
 
 
-def reveal_matches(rt: Any, lane: str, window: int, hotkey: str, payload_sha256: str,
-                   commit: str) -> bool:  # fmt: skip
+def reveal_matches(
+    rt: Runtime, lane: str, window: int, hotkey: str, payload_sha256: str, commit: str
+) -> bool:
     """Whether a revealed envelope's signed payload digest gives the commit read for it."""
     return commit_digest(rt.cfg.protocol.run, lane, window, hotkey, payload_sha256) == commit
 
@@ -148,15 +173,18 @@ class CommitSnapshot:
         self.failures: dict[tuple[int, str], int] = {}  # failed reads of a bucket, per window
         self.budget_s = budget_s
 
-    def poll(self, rt: Any, lane: str, window: int, offset: int, senders: list[str]) -> None:
+    def poll(self, rt: Runtime, lane: str, window: int, offset: int, senders: list[str]) -> None:
         """Read the commits of ``senders`` not read yet; keep them only if the poll ended before
         the reveal opened (tick ``upload_deadline + 1`` of the window)."""
         cfg = rt.windows.cfg
         if offset > cfg.upload_deadline:
             return
         entry = self.windows.setdefault(window, WindowCommits())
-        todo = [hk for hk in senders if hk not in entry.digests
-                and self.failures.get((window, hk), 0) < MAX_FAILURES]  # fmt: skip
+        todo = [
+            hk
+            for hk in senders
+            if hk not in entry.digests and self.failures.get((window, hk), 0) < MAX_FAILURES
+        ]
         read: dict[str, str] = {}
         refused: dict[str, str] = {}
         for hotkey, outcome in self._read(rt, lane, window, todo).items():
@@ -167,22 +195,26 @@ class CommitSnapshot:
             elif not isinstance(outcome, ObjectNotFound):  # failed or unanswered: retried, a few
                 self.failures[(window, hotkey)] = self.failures.get((window, hotkey), 0) + 1
                 if not isinstance(outcome, (StorageError, TimeoutError)):
-                    logger.opt(exception=outcome).warning("reading the commit of {} failed",
-                                                          hotkey[:8])  # fmt: skip
+                    logger.opt(exception=outcome).warning(
+                        "reading the commit of {} failed", hotkey[:8]
+                    )
         if rt.clock.now() > rt.windows.start(window) + cfg.upload_deadline:
             if read:
                 logger.warning(
                     "window {}: {} commit(s) read in a poll that ran into the reveal; not "
-                    "trusted (this validator is running late)", window, len(read),
-                )  # fmt: skip
+                    "trusted (this validator is running late)",
+                    window,
+                    len(read),
+                )
             return
         entry.digests.update(read)
-        entry.refused = {hk: why for hk, why in {**entry.refused, **refused}.items()
-                         if hk not in entry.digests}  # fmt: skip
+        entry.refused = {
+            hk: why for hk, why in {**entry.refused, **refused}.items() if hk not in entry.digests
+        }
         entry.trusted = True
         entry.complete = entry.complete or offset == cfg.upload_deadline
 
-    def _read(self, rt: Any, lane: str, window: int, hotkeys: list[str]) -> dict[str, object]:
+    def _read(self, rt: Runtime, lane: str, window: int, hotkeys: list[str]) -> dict[str, object]:
         """``hotkey -> digest``, or the exception its read raised, for the reads that finished
         within the budget (the others are left to finish on their own and count as failed)."""
         results: dict[str, object] = {}

@@ -112,9 +112,14 @@ class Equivocations:
                 continue
             self.banned[hotkey] = window
             convicted.append((hotkey, window))
-            logger.warning("{} signed two payloads for window {} ({} scored here, {} read by "
-                           "the holder): banned from this validator's scores", hotkey[:8],
-                           window, scored[:12], header.payload_sha256[:12])  # fmt: skip
+            logger.warning(
+                "{} signed two payloads for window {} ({} scored here, {} read by "
+                "the holder): banned from this validator's scores",
+                hotkey[:8],
+                window,
+                scored[:12],
+                header.payload_sha256[:12],
+            )
         return convicted
 
     def forget(self, registered: Iterable[str]) -> None:
@@ -124,11 +129,12 @@ class Equivocations:
 
     def state(self) -> dict[str, Any]:
         """What a validator's state file keeps."""
-        return {"banned": self.banned,
-                "scored": {str(w): d for w, d in self.scored.items()}}  # fmt: skip
+        return {"banned": self.banned, "scored": {str(w): d for w, d in self.scored.items()}}
 
     def restore(self, meta: Mapping[str, Any]) -> None:
         """Load what :meth:`state` saved."""
         self.banned = {str(k): int(v) for k, v in meta.get("banned", {}).items()}
-        self.scored = {int(w): {str(k): str(v) for k, v in d.items()}
-                       for w, d in meta.get("scored", {}).items()}  # fmt: skip
+        self.scored = {
+            int(w): {str(k): str(v) for k, v in d.items()}
+            for w, d in meta.get("scored", {}).items()
+        }

@@ -8,8 +8,7 @@ peer costs freshness, never the window.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 from ..config import WindowConfig
@@ -20,22 +19,7 @@ from .actions.presence import objects_present
 from .actions.ring import predecessor_in
 from .actions.rounds import final_round, first_round
 from .actions.tree import children_in
-from .steps import Step
-
-
-def never(cfg: WindowConfig) -> int:
-    """A lapse offset no tick reaches: the step does not run unless the gate passes."""
-    return cfg.blocks
-
-
-@dataclass(frozen=True)
-class Gate:
-    """A named condition; ``lapse(window cfg)``: the offset from which the step runs without it."""
-
-    name: str
-    ready: Callable[[Any, Step], bool]  # (role, step) -> passed?
-    lapse: Callable[[WindowConfig], int] | None = None  # None: the phase's last offset
-    doc: str = ""
+from .steps import Gate, Step, never
 
 
 def version_out(neuron: Any, step: Step) -> bool:
@@ -55,8 +39,9 @@ def all_uploads(neuron: Any, step: Step) -> bool:
         lane = rt.plan.lanes[name]
         if lane.kind not in UPLOAD_KINDS:
             continue
-        if not objects_present(rt, ObjectKind(lane.kind), name, step.window, rt.writers(name),
-                               read=rt.readers.get):  # fmt: skip
+        if not objects_present(
+            rt, ObjectKind(lane.kind), name, step.window, rt.writers(name), read=rt.readers.get
+        ):
             return False
     return True
 
@@ -71,8 +56,9 @@ def revealed(neuron: Any, step: Step) -> bool:
         commits = getattr(neuron, "snapshot", None)  # a reader that keeps none waits for none
         snapshot = commits.of(step.window) if commits is not None else None
         committed = sorted(snapshot.digests) if snapshot is not None else []
-        if not objects_present(rt, ObjectKind.GRADIENT, name, step.window, committed,
-                               read=rt.readers.get):  # fmt: skip
+        if not objects_present(
+            rt, ObjectKind.GRADIENT, name, step.window, committed, read=rt.readers.get
+        ):
             return False
     return True
 
@@ -85,18 +71,22 @@ def reveal_lapse(cfg: WindowConfig) -> int:
 
 # Normally the previous merge is out already; a slow holder gets a quarter of the upload phase.
 GATES: Mapping[str, Gate] = {
-    "version_out": Gate("version_out", version_out, lambda w: max(1, w.upload_deadline // 4),
-                        "version w-1 is out"),
-    "all_uploads": Gate("all_uploads", all_uploads, None,
-                        "all expected uploads of the lanes read are present"),
+    "version_out": Gate(
+        "version_out", version_out, lambda w: max(1, w.upload_deadline // 4), "version w-1 is out"
+    ),
+    "all_uploads": Gate(
+        "all_uploads", all_uploads, None, "all expected uploads of the lanes read are present"
+    ),
     "revealed": Gate("revealed", revealed, reveal_lapse, "every committed upload is revealed"),
     "children_in": Gate("children_in", children_in, None, "every tree child's partial is in"),
-    "predecessor_in": Gate("predecessor_in", predecessor_in, None,
-                           "the ring predecessor's model is in"),
+    "predecessor_in": Gate(
+        "predecessor_in", predecessor_in, None, "the ring predecessor's model is in"
+    ),
     "granted": Gate("granted", granted_gate, never, "this member holds a grant for the round"),
-    "granted_uploads": Gate("granted_uploads", granted_uploads, None,
-                            "every member granted data this round has sent"),
+    "granted_uploads": Gate(
+        "granted_uploads", granted_uploads, None, "every member granted data this round has sent"
+    ),
     "weights_out": Gate("weights_out", weights_out, None, "the round's consensus weights are out"),
     "first_round": Gate("first_round", first_round, never, "the run's first round"),
     "final_round": Gate("final_round", final_round, never, "the run's last round"),
-}  # fmt: skip
+}

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -43,20 +43,17 @@ from .actions.ring import final_merge
 from .actions.sweep import fan_out
 from .actions.tree import tree_senders
 from .base import BaseNeuron
+from .bindings import lane_data_rule, samples_per_window
 from .equivocation import Caught
+from .gates import GATES
+from .merge_result import MergeResult
+from .model_line import ModelLine, OnLine
 from .points import Points
 from .replica import checkpoint_bytes
-from .rules import (
-    AGGREGATION_RULES,
-    DATA_RULES,
-    MERGE_WEIGHTS,
-    OUTER_RULES,
-    lane_data_rule,
-    samples_per_window,
-)
+from .rules import AGGREGATION_RULES, DATA_RULES, MERGE_WEIGHTS, OUTER_RULES, STOP_RULES
 from .runtime import Runtime
 from .state import prefixed, unprefixed
-from .steps import Action, Step
+from .steps import Action, FanOutParams, GrantParams, MergeParams, Step, StepParams
 from .uploads import collect_uploads, log_uploads, screen
 
 
@@ -83,28 +80,6 @@ def publish_dataset(rt: Runtime) -> None:
     logger.info("published dataset {} ({} files) to {}", folder.name, len(files), rt.store.location)
 
 
-@dataclass
-class MergeResult:
-    """One window's merge (the ``merge`` action's result)."""
-
-    window: int
-    merged: bool
-    weights: dict[str, float] = field(default_factory=dict)  # merged senders -> merge weight
-    bytes: int = 0  # bytes of the uploads read
-    tokens: int = 0  # tokens the merged senders report (informational)
-    reports: int = 0  # score reports used
-    ddp_bytes: int = 0  # what DDP (ring all-reduce, fp32, every step) sends for the same work
-    ddp_ring_bytes_per_worker: int = 0  # of which one worker sends (and receives as much)
-    merge_seconds: float = 0.0
-
-    def fields(self) -> dict[str, Any]:
-        """The ``version`` metric's fields (the run page reads them)."""
-        return {"weights": self.weights, "bytes": self.bytes, "tokens": self.tokens,
-                "reports": self.reports, "ddp_bytes": self.ddp_bytes,
-                "ddp_ring_bytes_per_worker": self.ddp_ring_bytes_per_worker,
-                "merge_seconds": self.merge_seconds}  # fmt: skip
-
-
 class ModelHolder(BaseNeuron):
     """Merges, steps and publishes; the source of every model version."""
 
@@ -124,37 +99,44 @@ class ModelHolder(BaseNeuron):
         # None in topologies without scorers: merge weights then come from units or equality.
         # A slot reading consensus weights treats them as its one trusted report.
         self.scores = rt.lane_read(self.slot, ObjectKind.SCORES.value) or rt.lane_read(
-            self.slot, ObjectKind.WEIGHTS.value)  # fmt: skip
-        self.version: int | None = None  # the last version published
-        self.unpublished: int | None = None  # a window merged into the model, not yet published
-        self.pending_delta: tuple[int, SparseDelta] | None = None  # (window, its sparse step)
+            self.slot, ObjectKind.WEIGHTS.value
+        )
         # Senders caught serving other bytes than a validator scored: named in a next version
         self.caught = Caught()
+        self.admitted: list[str] | None = None  # the trainers ``admit`` let in (None: not run)
 
     def setup(self) -> None:
         """Publish the dataset to our bucket; build the model, outer optimizer and publisher."""
         rt, p = self.rt, self.rt.cfg.protocol
         publish_dataset(rt)
         self.data: TokenDataset = rt.dataset()
-        self.model = build_model(p.model, vocab_size=self.data.vocab_size, seed=p.seed)
+        model = build_model(p.model, vocab_size=self.data.vocab_size, seed=p.seed)
         plan = rt.plan
         self.aggregation = AGGREGATION_RULES[plan.aggregation["rule"]](p, plan.aggregation)
-        self.outer = build_outer_optimizer(OUTER_RULES[plan.outer["name"]](p, plan.outer))
+        outer = build_outer_optimizer(OUTER_RULES[plan.outer["name"]](p, plan.outer))
         self.compressor = build_compressor(p.compression)
         # Versions go in the key space of the model lane the slot writes (else the one it reads).
-        written = [s.lane for s in self.slot.steps
-                   if s.lane and plan.lanes[s.lane].kind == ObjectKind.MODEL_MANIFEST.value]  # fmt: skip
-        self.model_lane = (written[0] if written
-                           else rt.lane_read(self.slot, ObjectKind.MODEL_MANIFEST.value))  # fmt: skip
+        written = [
+            s.lane
+            for s in self.slot.steps
+            if s.lane and plan.lanes[s.lane].kind == ObjectKind.MODEL_MANIFEST.value
+        ]
+        lane = written[0] if written else rt.lane_read(self.slot, ObjectKind.MODEL_MANIFEST.value)
         try:  # the sparse broadcast's error feedback, or None for lossless patches
             sparse = uses_sparse_broadcast(p.broadcast, p.compression)
         except ValueError as exc:
             raise ConfigError(f"--protocol.broadcast: {exc}") from None
-        self.broadcast = Resparsifier(p.compression, p.broadcast_budget) if sparse else None
-        self.publisher = VersionPublisher(rt.store, rt.signer, p.run,
-                                          checkpoint_every=p.checkpoint_every,
-                                          max_bytes=max(rt.max_bytes, checkpoint_bytes(self.model)),
-                                          lane=self.model_lane)  # fmt: skip
+        broadcast = Resparsifier(p.compression, p.broadcast_budget) if sparse else None
+        publisher = VersionPublisher(
+            rt.store,
+            rt.signer,
+            p.run,
+            checkpoint_every=p.checkpoint_every,
+            max_bytes=max(rt.max_bytes, checkpoint_bytes(model)),
+            lane=lane,
+        )
+        self.own = ModelLine(model, outer, publisher, lane, broadcast=broadcast)
+        self.line = self.own  # the line merged and published now (a sweep point's, lent)
         self.points = Points(self)  # one model per sweep point, if the slot's steps name any
         self.points.build()
 
@@ -173,9 +155,31 @@ class ModelHolder(BaseNeuron):
     final_merge = final_merge
     grant_data = grant_data
     actions: ClassVar[dict[str, Action]] = {
-        "merge": merge, "admit": admit, "consensus": consensus, "fan_out": fan_out,
-        "final_merge": final_merge, "grant_data": grant_data,
-    }  # fmt: skip
+        "merge": merge,
+        "admit": admit,
+        "consensus": consensus,
+        "fan_out": fan_out,
+        "final_merge": final_merge,
+        "grant_data": grant_data,
+    }
+    gates = GATES  # the conditions a step of the plan may wait for
+    stop_rules = STOP_RULES
+    params: ClassVar[Mapping[str, type[StepParams]]] = {
+        "merge": MergeParams,
+        "fan_out": FanOutParams,
+        "grant_data": GrantParams,
+    }
+    # The line it advances now: its own, or a sweep point's while that point merges
+    model = OnLine()
+    outer = OnLine()
+    publisher = OnLine()
+    model_lane = OnLine()
+    version = OnLine()
+    unpublished = OnLine()
+    broadcast = OnLine()
+    pending_delta = OnLine()
+    saved = ("own", "caught", "admitted", "points")
+    rebuilt = ("grads", "scores", "data", "aggregation", "compressor", "line")
 
     def trusted(self) -> set[str]:
         """Scorers whose reports count: writers of the score lane holding ``runs.score``."""
@@ -225,27 +229,44 @@ class ModelHolder(BaseNeuron):
         params = snapshot(self.model)
         shapes = {k: tuple(v.shape) for k, v in params.items()}
         assigned = DATA_RULES[lane_data_rule(self.rt.plan, self.grads)](self.rt, self.data, window)
-        got = collect_uploads(self.rt, window, miners, base_version=self.version,
-                              compressor=self.compressor, shapes=shapes, assigned=assigned,
-                              lane=self.grads)  # fmt: skip
+        got = collect_uploads(
+            self.rt,
+            window,
+            miners,
+            base_version=self.version,
+            compressor=self.compressor,
+            shapes=shapes,
+            assigned=assigned,
+            lane=self.grads,
+        )
         # Each upload's norm (what clipping reads) now, one sender at a time: one whose reading
         # fails is refused (``unreadable``) and the others are merged.
         screen(got, window, lambda u: self.compressor.norm(u.payload, shapes))
         # A score counts only for the bytes its validator scored: a miner that served this
         # holder other bytes (or rewrote its upload after the scoring) is merged at 0.
         fetched = {hk: u.sha256 for hk, u in got.accepted.items()}
-        reports = {v: scores if digests is None else bind_scores(scores, digests, fetched)
-                   for v, (scores, digests) in signed.items()}  # fmt: skip
+        reports = {
+            v: scores if digests is None else bind_scores(scores, digests, fetched)
+            for v, (scores, digests) in signed.items()
+        }
         # Named in the next version with the seal read here, so validators holding the seal of
         # what they scored can prove it signed two payloads (``equivocation.py``).
-        votes = Counter(hk for _, digests in signed.values() if digests is not None
-                        for hk in contradicted([digests], fetched))  # fmt: skip
+        votes = Counter(
+            hk
+            for _, digests in signed.values()
+            if digests is not None
+            for hk in contradicted([digests], fetched)
+        )
         self.caught.add(window, votes, {hk: got.accepted[hk].seal for hk in votes})
         caught = sorted(votes)
         if caught:
-            logger.warning("window {}: {} sender(s) served this holder other bytes than a validator "
-                           "scored: {}", window, len(caught),
-                           ", ".join(hk[:8] for hk in caught))  # fmt: skip
+            logger.warning(
+                "window {}: {} sender(s) served this holder other bytes than a validator "
+                "scored: {}",
+                window,
+                len(caught),
+                ", ".join(hk[:8] for hk in caught),
+            )
         # Units when nobody scored: the samples each receipt proves trained (the whole
         # assignment, or the prefix a partial upload names), never a number the miner claims.
         units = {hk: got.accepted[hk].samples or samples_per_window(self.rt) for hk in got.accepted}
@@ -253,8 +274,11 @@ class ModelHolder(BaseNeuron):
         if nobody_scored(reports, trusted - {self.rt.hotkey}, set(got.accepted)):
             # Scorers exist but none scored an upload (down, stalled, or their reports were
             # refused): weighting by units now would give any noise miner full weight.
-            logger.warning("window {}: no usable score for any of {} uploads; not merging",
-                           window, len(got.accepted))  # fmt: skip
+            logger.warning(
+                "window {}: no usable score for any of {} uploads; not merging",
+                window,
+                len(got.accepted),
+            )
             log_uploads(self.rt.metrics, window, got, {}, len(reports), empty="no usable score")
             return MergeResult(window, False)
         chosen = [hk for hk in sorted(got.accepted) if weights.get(hk, 0.0) > 0]
@@ -262,8 +286,13 @@ class ModelHolder(BaseNeuron):
         if not chosen:
             logger.info("window {}: nothing to merge ({} uploads)", window, len(got.accepted))
             return MergeResult(window, False, weights)
-        delta = merge_payloads(self.compressor, [got.accepted[hk].payload for hk in chosen],
-                               shapes, [weights[hk] for hk in chosen], self.aggregation)  # fmt: skip
+        delta = merge_payloads(
+            self.compressor,
+            [got.accepted[hk].payload for hk in chosen],
+            shapes,
+            [weights[hk] for hk in chosen],
+            self.aggregation,
+        )
         params = self._outer_step(params, delta, window)
         load_parameters(self.model, params)
         self.unpublished = window
@@ -274,12 +303,21 @@ class ModelHolder(BaseNeuron):
         sent = sum(got.accepted[hk].nbytes for hk in chosen)
         n_params = sum(t.numel() for t in params.values())
         ring = ddp_ring_bytes(len(chosen), n_params, p.inner.steps)
-        ddp = sum(ddp_ring_bytes(len(chosen), n_params, got.accepted[hk].steps or p.inner.steps)
-                  for hk in chosen)  # fmt: skip
-        return MergeResult(window, True, {hk: weights[hk] for hk in chosen}, bytes=sent,
-                           tokens=sum(got.accepted[hk].tokens for hk in chosen),
-                           reports=len(reports), ddp_bytes=ddp, ddp_ring_bytes_per_worker=ring,
-                           merge_seconds=round(time.perf_counter() - started, 3))  # fmt: skip
+        ddp = sum(
+            ddp_ring_bytes(len(chosen), n_params, got.accepted[hk].steps or p.inner.steps)
+            for hk in chosen
+        )
+        return MergeResult(
+            window,
+            True,
+            {hk: weights[hk] for hk in chosen},
+            bytes=sent,
+            tokens=sum(got.accepted[hk].tokens for hk in chosen),
+            reports=len(reports),
+            ddp_bytes=ddp,
+            ddp_ring_bytes_per_worker=ring,
+            merge_seconds=round(time.perf_counter() - started, 3),
+        )
 
     def _outer_step(
         self, params: dict[str, torch.Tensor], delta: dict[str, torch.Tensor], window: int
@@ -309,8 +347,14 @@ class ModelHolder(BaseNeuron):
             if reader is None:
                 continue
             kind = ObjectKind(self.rt.lane(self.scores).kind)  # scores, or consensus weights
-            expected = Expected(self.rt.cfg.protocol.run, window, kind, hotkey,
-                                lane=self.scores, plan=self.rt.plan.digest)  # fmt: skip
+            expected = Expected(
+                self.rt.cfg.protocol.run,
+                window,
+                kind,
+                hotkey,
+                lane=self.scores,
+                plan=self.rt.plan.digest,
+            )
             try:  # the schema and the plan checked where the envelope is accepted
                 envelope = fetch_envelope(reader, expected, None, max_bytes=self.rt.max_bytes)
                 if kind == ObjectKind.SCORES:
@@ -340,40 +384,57 @@ class ModelHolder(BaseNeuron):
             return
         pending = self.pending_delta
         delta = pending[1] if pending is not None and pending[0] == self.unpublished else None
-        manifest = self.publisher.publish(snapshot(self.model), self.unpublished, delta,
-                                          self.caught.naming())  # fmt: skip
+        manifest = self.publisher.publish(
+            snapshot(self.model), self.unpublished, delta, self.caught.naming()
+        )
         self.version, window, self.unpublished = manifest.version, self.unpublished, None
         self.caught.named(manifest.equivocations)
         self.pending_delta = None
         fields = result.fields() if result is not None else {}
         contributors = fields.pop("weights", {})
-        self._log_version(window, manifest.version, contributors=contributors,
-                          digest=manifest.digest, named=sorted(manifest.equivocations),
-                          **fields)  # fmt: skip
+        self._log_version(
+            window,
+            manifest.version,
+            contributors=contributors,
+            digest=manifest.digest,
+            named=sorted(manifest.equivocations),
+            **fields,
+        )
 
     def _log_version(self, window: int, version: int, **fields: Any) -> None:
         loss = evaluate_loss(self.model, self.data.heldout_batches(8, max_batches=4))
         logger.info("model version {} (window {}): held-out loss {:.4f}", version, window, loss)
-        self.rt.metrics.log("version", window=window, version=version, heldout_loss=loss,
-                            lane=self.model_lane or "model", **fields,
-                            **self.rt.meter.take())  # fmt: skip
+        self.rt.metrics.log(
+            "version",
+            window=window,
+            version=version,
+            heldout_loss=loss,
+            lane=self.model_lane or "model",
+            **fields,
+            **self.rt.meter.take(),
+        )
 
     def state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         """Model, outer optimizer state, the last and the pending version."""
-        own = self.points.own()  # our own, also while a sweep point's model is lent to us
+        own = self.own  # also while a sweep point's line is merged
         points_meta, points = self.points.state()
         tensors = {
-            **prefixed(snapshot(own["model"]), "model"),
-            **prefixed(own["outer"].state_dict(), "outer"),
+            **prefixed(snapshot(own.model), "model"),
+            **prefixed(own.outer.state_dict(), "outer"),
             **points,
         }
-        meta = {"version": own["version"], "unpublished": own["unpublished"],
-                "caught": self.caught.state(), **points_meta}  # fmt: skip
-        if own["broadcast"] is not None:  # its error feedback, and a delta not yet published
-            tensors.update(prefixed(own["broadcast"].state_dict(), "broadcast"))
-            if own["pending_delta"] is not None:
-                meta["delta_window"] = own["pending_delta"][0]
-                tensors.update(prefixed(own["pending_delta"][1].payload, "delta"))
+        meta = {
+            "version": own.version,
+            "unpublished": own.unpublished,
+            "caught": self.caught.state(),
+            "admitted": self.admitted,
+            **points_meta,
+        }
+        if own.broadcast is not None:  # its error feedback, and a delta not yet published
+            tensors.update(prefixed(own.broadcast.state_dict(), "broadcast"))
+            if own.pending_delta is not None:
+                meta["delta_window"] = own.pending_delta[0]
+                tensors.update(prefixed(own.pending_delta[1].payload, "delta"))
         return meta, tensors
 
     def restore(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
@@ -381,6 +442,8 @@ class ModelHolder(BaseNeuron):
         self.version = meta.get("version")
         self.unpublished = meta.get("unpublished")
         self.caught.restore(meta.get("caught", {}))
+        admitted = meta.get("admitted")
+        self.admitted = None if admitted is None else [str(hk) for hk in admitted]
         model = unprefixed(tensors, "model")
         if model:
             load_parameters(self.model, model)

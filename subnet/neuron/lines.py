@@ -24,8 +24,8 @@ from ..topology import StepPlan
 from ..training import build_inner_optimizer
 from ..training.config import InnerConfig
 from .actions.sweep import point_of, point_stream
+from .bindings import inner_config
 from .replica import Replica
-from .rules import inner_config
 from .runtime import Runtime
 
 
@@ -90,10 +90,15 @@ def build_line(rt: Runtime, slot, step: StepPlan, vocab_size: int) -> Line:
     stream = lane if point is None else point_stream(lane, point[0])
     replica = Replica(rt, vocab_size, lane, stream=stream)
     inner = step_inner(rt, step)
-    return Line(stream, replica, build_inner_optimizer(replica.model, inner),
-                ErrorFeedback(p.compression.ef_decay), inner,
-                step.data_rule or rt.plan.data_rule,
-                bool(step.params.get("keep_optimizer", False)))  # fmt: skip
+    return Line(
+        stream,
+        replica,
+        build_inner_optimizer(replica.model, inner),
+        ErrorFeedback(p.compression.ef_decay),
+        inner,
+        step.data_rule or rt.plan.data_rule,
+        bool(step.params.get("keep_optimizer", False)),
+    )
 
 
 def build_lines(rt: Runtime, slot, vocab_size: int) -> dict[str, Line]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -32,18 +33,18 @@ from ..storage.base import StorageError
 from ..storage.keys import ObjectKind
 from ..training import pseudo_gradient
 from ..training.trainer import Trainer
-from ..wire import publish_envelope
 from .actions.ring import mix, publish_model
 from .actions.tree import reduce
 from .answers import KEEP, Held, beacon, chunk_map, named_by, write_answer
 from .base import BaseNeuron
 from .commits import Sealed, seal, write_commit, write_reveal
+from .gates import GATES
 from .lines import Line, build_lines, stream_of
 from .pacer import Pacer, WindowSkipped  # noqa: F401 (WindowSkipped: re-exported)
 from .replica import Replica
-from .rules import DATA_RULES
+from .rules import DATA_RULES, STOP_RULES
 from .state import load_optimizer_state, optimizer_state, prefixed, unprefixed
-from .steps import Action, Step
+from .steps import Action, MixParams, ReduceParams, Step, StepParams, TrainParams
 
 # Error feedback of recent uploads, kept for answers to checks, in a miner's state file:
 # ``held:<lane>:<window>:before/...`` and ``...:after/...``
@@ -95,8 +96,12 @@ class Miner(BaseNeuron):
             return
         del self.sealed[sealed.lane]
         held = self.held.pop((sealed.lane, sealed.window), None)
-        logger.warning("window {}: the upload committed on {} was never revealed; its model "
-                       "line starts over with fresh training state", sealed.window, sealed.lane)  # fmt: skip
+        logger.warning(
+            "window {}: the upload committed on {} was never revealed; its model "
+            "line starts over with fresh training state",
+            sealed.window,
+            sealed.lane,
+        )
         if held is not None and held[0] in self.lines:
             self.lines[held[0]].start_over(self.rt.cfg.protocol.compression.ef_decay)
 
@@ -118,6 +123,11 @@ class Miner(BaseNeuron):
         # for answers to checks (``answers.py``)
         self.held: dict[tuple[str, int], tuple[str, Held]] = {}
         self.held_now: Held | None = None  # the states of the update ``step`` just made
+
+    def assigned(self, rule: str, window: int) -> Callable[[str], list[int]]:
+        """``hotkey -> sample ids`` of ``window`` by data rule ``rule`` (a line's own, or the
+        plan's for the members whose updates a tree node reduces)."""
+        return DATA_RULES[rule](self.rt, self.data, window)
 
     @property
     def replica(self) -> Replica:
@@ -152,8 +162,9 @@ class Miner(BaseNeuron):
         if sealed is not None and sealed.window == step.window:
             # Restarted after committing: training again would make other bytes than the ones
             # committed to. Make sure the commit is out; the reveal step sends the envelope.
-            logger.info("window {}: already committed on {}; not training again", step.window,
-                        step.lane)  # fmt: skip
+            logger.info(
+                "window {}: already committed on {}; not training again", step.window, step.lane
+            )
             write_commit(self.rt, sealed)
             return None
         if not self.line.keep_optimizer:
@@ -185,8 +196,11 @@ class Miner(BaseNeuron):
             written = write_reveal(self.rt, sealed)
         except StorageError as error:
             sealed.pending = True
-            logger.warning("window {}: revealing the upload failed ({}); trying again next tick",
-                           sealed.window, error.reason)  # fmt: skip
+            logger.warning(
+                "window {}: revealing the upload failed ({}); trying again next tick",
+                sealed.window,
+                error.reason,
+            )
             return False
         logger.info("uploaded {} ({})", sealed.key, "new" if written else "already there")
         self.rt.metrics.log("train", **sealed.record, **self.rt.meter.take())
@@ -213,8 +227,11 @@ class Miner(BaseNeuron):
             try:
                 written = write_answer(self.rt, lane, held, draw, shapes)
             except StorageError as error:
-                logger.warning("window {}: writing the answer to a check failed ({}); trying "
-                               "again next tick", held_window, error.reason)  # fmt: skip
+                logger.warning(
+                    "window {}: writing the answer to a check failed ({}); trying again next tick",
+                    held_window,
+                    error.reason,
+                )
                 continue
             held.answered = True
             logger.info("window {}: this upload is checked; wrote its answer", held_window)
@@ -224,8 +241,33 @@ class Miner(BaseNeuron):
 
     reduce = reduce
     mix = mix
-    actions: ClassVar[dict[str, Action]] = {"train": train, "reveal": reveal, "reduce": reduce,
-                                            "mix": mix}  # fmt: skip
+    actions: ClassVar[dict[str, Action]] = {
+        "train": train,
+        "reveal": reveal,
+        "reduce": reduce,
+        "mix": mix,
+    }
+    gates = GATES  # the conditions a step of the plan may wait for
+    stop_rules = STOP_RULES
+    params: ClassVar[Mapping[str, type[StepParams]]] = {
+        "train": TrainParams,
+        "mix": MixParams,
+        "reduce": ReduceParams,
+    }
+    saved = ("lines", "sealed", "held")
+    # what a window's steps hand each other (``trained`` for reduce or mix) is memory only
+    rebuilt = (
+        "pacer",
+        "data",
+        "line",
+        "compressor",
+        "trainer",
+        "sync_seconds",
+        "train_record",
+        "trained",
+        "trained_window",
+        "held_now",
+    )
 
     def sync(self, window: int) -> None:
         """Move to the latest model version (the ``version_out`` gate waited for it)."""
@@ -237,7 +279,7 @@ class Miner(BaseNeuron):
         """Train H inner steps on the line's samples; the compressed pseudo-gradient."""
         p, line = self.rt.cfg.protocol, self.line
         inner = line.inner
-        ids = DATA_RULES[line.data_rule](self.rt, self.data, window)(self.rt.hotkey)
+        ids = self.assigned(line.data_rule, window)(self.rt.hotkey)
         start = self.replica.snapshot()
         before = line.ef.state_dict()
         if before and (line.state_window is None or window - line.state_window > MAX_STATE_AGE):
@@ -248,11 +290,16 @@ class Miner(BaseNeuron):
         moments = optimizer_state(line.optimizer)[1] if line.keep_optimizer else {}
         moments = {k: v.clone() for k, v in moments.items()}
         self.held_now = None
-        batches = progress(self.data.batches(ids, inner.micro_batch), desc=f"window {window}",
-                           total=inner.steps * inner.accumulation, unit="batch")  # fmt: skip
+        batches = progress(
+            self.data.batches(ids, inner.micro_batch),
+            desc=f"window {window}",
+            total=inner.steps * inner.accumulation,
+            unit="batch",
+        )
         try:
-            paced = self.pacer.train(window, self.replica, batches, self.optimizer,
-                                     train=self.trainer.train, inner=inner)  # fmt: skip
+            paced = self.pacer.train(
+                window, self.replica, batches, self.optimizer, train=self.trainer.train, inner=inner
+            )
         except BaseException:
             # Steps taken and abandoned (a skip, a failed read, a lost rank) must not change
             # the state the next upload says it continues.
@@ -276,21 +323,40 @@ class Miner(BaseNeuron):
         self.held_now = Held.of(chunks, window, source, before, line.ef.state_dict())
         line.state_window = window
         logger.info(
-            "window {}: {} steps, loss {:.4f}, {} bytes", window, result.steps, result.mean_loss,
+            "window {}: {} steps, loss {:.4f}, {} bytes",
+            window,
+            result.steps,
+            result.mean_loss,
             payload_nbytes(payload),
-        )  # fmt: skip
+        )
         # Logged after the upload (publish), so the record's bytes_up includes it.
         self.train_record = dict(
-            window=window, steps=result.steps, tokens=result.tokens,
-            loss=result.mean_loss, seconds=result.seconds, bytes=payload_nbytes(payload),
-            version=self.replica.version, sync_seconds=round(self.sync_seconds, 3),
-            steps_assigned=inner.steps, stopped=paced.stopped, model=line.stream,
-            data_rule=line.data_rule, lr=inner.lr, weight_decay=inner.weight_decay,
-        )  # fmt: skip
-        return Upload(payload, {"receipt": sample_receipt(ids), "samples": str(len(ids)),
-                                "steps": str(result.steps),
-                                "tokens": str(result.tokens), "loss": f"{result.mean_loss:.6f}",
-                                **self.held_now.metadata()})  # fmt: skip
+            window=window,
+            steps=result.steps,
+            tokens=result.tokens,
+            loss=result.mean_loss,
+            seconds=result.seconds,
+            bytes=payload_nbytes(payload),
+            version=self.replica.version,
+            sync_seconds=round(self.sync_seconds, 3),
+            steps_assigned=inner.steps,
+            stopped=paced.stopped,
+            model=line.stream,
+            data_rule=line.data_rule,
+            lr=inner.lr,
+            weight_decay=inner.weight_decay,
+        )
+        return Upload(
+            payload,
+            {
+                "receipt": sample_receipt(ids),
+                "samples": str(len(ids)),
+                "steps": str(result.steps),
+                "tokens": str(result.tokens),
+                "loss": f"{result.mean_loss:.6f}",
+                **self.held_now.metadata(),
+            },
+        )
 
     def rewind(self, line: Line, moments: dict[str, torch.Tensor]) -> None:
         """Put the line's inner optimizer back to its ``moments`` before a window's training
@@ -304,8 +370,9 @@ class Miner(BaseNeuron):
         """Sign and write the upload once to our bucket (on a commit-reveal lane: only the
         commit to it now; the ``reveal`` step writes the upload after the deadline)."""
         if lane is not None and self.rt.lane(lane).commit_reveal:
-            sealed = seal(self.rt, window, lane, result.payload, self.replica.version,
-                          result.metadata)  # fmt: skip
+            sealed = seal(
+                self.rt, window, lane, result.payload, self.replica.version, result.metadata
+            )
             sealed.record = self.train_record
             self.sealed[lane] = sealed
             self.save()  # on disk before any commit to it: a restart reveals these very bytes
@@ -313,12 +380,14 @@ class Miner(BaseNeuron):
             result.key = sealed.key
             self.pacer.uploaded(window)  # the commit is what the deadline is for
             return
-        key, written = publish_envelope(
-            self.rt.store, signer=self.rt.signer, run=self.rt.cfg.protocol.run,
-            kind=ObjectKind.GRADIENT, window=window, tensors=result.payload,
-            base_version=self.replica.version, metadata=result.metadata, lane=lane,
-            plan=self.rt.plan.digest,
-        )  # fmt: skip
+        key, written = self.rt.publish(
+            ObjectKind.GRADIENT,
+            window,
+            result.payload,
+            lane=lane,
+            metadata=result.metadata,
+            base_version=self.replica.version,
+        )
         result.key = key
         logger.info("uploaded {} ({})", key, "new" if written else "already there")
         self.rt.metrics.log("train", **self.train_record, **self.rt.meter.take())
@@ -337,8 +406,11 @@ class Miner(BaseNeuron):
                 **prefixed(line.ef.state_dict(), head + "ef"),
                 **prefixed(moments, head + "adamw"),
             }
-            record = {"version": line.replica.version, "adamw_groups": groups,
-                      "state_window": line.state_window}  # fmt: skip
+            record = {
+                "version": line.replica.version,
+                "adamw_groups": groups,
+                "state_window": line.state_window,
+            }
             if i == 0:
                 meta |= record
             else:
@@ -361,12 +433,16 @@ class Miner(BaseNeuron):
             record = meta if i == 0 else meta.get("lines", {}).get(stream, {})
             line.replica.restore(record.get("version"), unprefixed(tensors, head + "model"))
             line.ef.load_state_dict(unprefixed(tensors, head + "ef"))
-            load_optimizer_state(line.optimizer, record.get("adamw_groups", []),
-                                 unprefixed(tensors, head + "adamw"))  # fmt: skip
+            load_optimizer_state(
+                line.optimizer, record.get("adamw_groups", []), unprefixed(tensors, head + "adamw")
+            )
             window = record.get("state_window")
             line.state_window = None if window is None else int(window)
-        self.sealed = {lane: Sealed.load(m, tensors[f"sealed:{lane}"])
-                       for lane, m in meta.get("sealed", {}).items() if f"sealed:{lane}" in tensors}  # fmt: skip
+        self.sealed = {
+            lane: Sealed.load(m, tensors[f"sealed:{lane}"])
+            for lane, m in meta.get("sealed", {}).items()
+            if f"sealed:{lane}" in tensors
+        }
         self.held = {}
         saved = meta.get("held", [])
         for m in saved if isinstance(saved, list) else []:  # (protocol 5 kept a dict: dropped)

@@ -89,30 +89,56 @@ class Pacer:
         self._observe_head()
         left = self.seconds_to_deadline(window)
         if not math.isfinite(left):  # no deadline in seconds (a manual clock, an unread head)
-            paced = train_paced(replica.model, batches, inner, optimizer, steps=inner.steps,
-                                pace=self.pace, seconds_left=lambda: math.inf, train=train)  # fmt: skip
+            paced = train_paced(
+                replica.model,
+                batches,
+                inner,
+                optimizer,
+                steps=inner.steps,
+                pace=self.pace,
+                seconds_left=lambda: math.inf,
+                train=train,
+            )
             self.trained_at = time.perf_counter()
             return paced
         margin = margin_s(left, self.blocks.seconds_per_block())
         reserve = margin + (self.pace.tail_s or 0.0)
         if left - reserve > 0:  # some time: train, probing the step time first
             paced = train_paced(
-                replica.model, batches, inner, optimizer, steps=inner.steps, pace=self.pace,
-                seconds_left=lambda: self.seconds_to_deadline(window) - reserve, train=train,
-            )  # fmt: skip
+                replica.model,
+                batches,
+                inner,
+                optimizer,
+                steps=inner.steps,
+                pace=self.pace,
+                seconds_left=lambda: self.seconds_to_deadline(window) - reserve,
+                train=train,
+            )
             self.trained_at = time.perf_counter()  # from here: pseudo-gradient, compress, upload
             if paced.stopped == "deadline":
-                logger.warning("window {}: trained {} of {} steps to upload in time ({})",
-                               window, paced.result.steps, inner.steps,
-                               explain(left, self.pace, margin))  # fmt: skip
+                logger.warning(
+                    "window {}: trained {} of {} steps to upload in time ({})",
+                    window,
+                    paced.result.steps,
+                    inner.steps,
+                    explain(left, self.pace, margin),
+                )
             if paced.stopped != "abandoned":
                 return paced
             replica.reset()  # the steps taken are discarded with the window
-        detail = (f"even {inner.least_steps()} steps (the protocol's minimum) would be late: "
-                  f"{explain(self.seconds_to_deadline(window), self.pace, margin)}")  # fmt: skip
-        self.rt.metrics.log("window_skipped", window=window, reason="too_slow", detail=detail,
-                            seconds_left=round(left, 3), step_seconds=self.pace.step_s,
-                            block_seconds=round(self.blocks.seconds_per_block(), 3))  # fmt: skip
+        detail = (
+            f"even {inner.least_steps()} steps (the protocol's minimum) would be late: "
+            f"{explain(self.seconds_to_deadline(window), self.pace, margin)}"
+        )
+        self.rt.metrics.log(
+            "window_skipped",
+            window=window,
+            reason="too_slow",
+            detail=detail,
+            seconds_left=round(left, 3),
+            step_seconds=self.pace.step_s,
+            block_seconds=round(self.blocks.seconds_per_block(), 3),
+        )
         raise WindowSkipped(f"skipped rather than upload late: {detail}")
 
     def uploaded(self, window: int) -> None:
@@ -124,21 +150,35 @@ class Pacer:
         try:
             block = self.rt.clock.now()
         except Exception as error:  # noqa: BLE001 - the upload is done; only the check is lost
-            logger.warning("window {}: chain head unreadable, lateness not checked: {}", window,
-                           error)  # fmt: skip
+            logger.warning(
+                "window {}: chain head unreadable, lateness not checked: {}", window, error
+            )
             return
         self.observe(block)
         deadline = self.deadline_block(window)
         early = self.blocks.seconds_until(deadline, time.monotonic())
         late = block >= deadline
-        self.rt.metrics.log("upload", window=window, block=block, deadline_block=deadline,
-                            seconds_to_deadline=round(early, 3), late=late,
-                            upload_seconds=round(upload_seconds, 3), step_seconds=self.pace.step_s,
-                            block_seconds=round(self.blocks.seconds_per_block(), 3))  # fmt: skip
+        self.rt.metrics.log(
+            "upload",
+            window=window,
+            block=block,
+            deadline_block=deadline,
+            seconds_to_deadline=round(early, 3),
+            late=late,
+            upload_seconds=round(upload_seconds, 3),
+            step_seconds=self.pace.step_s,
+            block_seconds=round(self.blocks.seconds_per_block(), 3),
+        )
         if late:
             logger.warning(
                 "window {}: upload landed at block {}, {} block(s) after the upload deadline "
                 "(block {}): validators score it late (0). Steps take {:.2f} s, compress and "
-                "upload {:.1f} s, blocks {:.2f} s", window, block, block - deadline + 1, deadline,
-                self.pace.step_s or 0.0, upload_seconds, self.blocks.seconds_per_block(),
-            )  # fmt: skip
+                "upload {:.1f} s, blocks {:.2f} s",
+                window,
+                block,
+                block - deadline + 1,
+                deadline,
+                self.pace.step_s or 0.0,
+                upload_seconds,
+                self.blocks.seconds_per_block(),
+            )

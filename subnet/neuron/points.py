@@ -5,51 +5,32 @@ outer optimizer and its versions on the point's sub-stream of the model lane (``
 ``subnet.neuron.actions.sweep.point_stream``). ``fan_out`` publishes the common baseline (the
 holder's version 0) as version 0 of every point; a ``merge`` step with ``per_point = true``
 merges each point's workers into that point's model with the holder's own merge (``as_line``
-lends the point's model, optimizer and publisher to it); ``final_merge`` averages the points'
-models into the holder's own model and publishes it on the lane itself.
+points the holder at the point's line meanwhile); ``final_merge`` averages the points' models
+into the holder's own model and publishes it on the lane itself. A point's versions go out as
+lossless patches: the sparse broadcast keeps error feedback for the holder's own model only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from ..model import build_model
+from ..topology import SlotPlan
 from ..training import build_outer_optimizer, load_parameters, snapshot
 from ..versions import VersionPublisher
 from .actions.grants import trainers
 from .actions.sweep import assign_points, point_stream
+from .merge_result import MergeResult
+from .model_line import ModelLine
 from .rules import OUTER_RULES
 from .state import prefixed, unprefixed
 
-# What a line lends the holder while it merges or publishes as that line.
-# A point's versions go out as lossless patches (``broadcast`` None): the holder's sparse
-# broadcast keeps error feedback for its own model only.
-LENT = ("model", "outer", "publisher", "version", "unpublished", "model_lane", "broadcast",
-        "pending_delta")  # fmt: skip
 
-
-@dataclass
-class PointLine:
-    """One sweep point's model, as the holder holds its own."""
-
-    index: int
-    value: float
-    model: torch.nn.Module
-    outer: Any
-    publisher: VersionPublisher
-    model_lane: str  # the stream of its versions (``model.pI``)
-    version: int | None = None
-    unpublished: int | None = None
-    broadcast: Any = None  # no sparse broadcast for a point's versions (see LENT)
-    pending_delta: Any = None
-
-
-def sweep_points(slot: Any) -> list[float]:
+def sweep_points(slot: SlotPlan) -> list[float]:
     """The points the slot's steps name (the first step that names any), else none."""
     for step in slot.steps:
         if step.params.get("points"):
@@ -62,22 +43,26 @@ class Points:
 
     def __init__(self, holder: Any) -> None:
         self.holder = holder
-        self.lines: dict[int, PointLine] = {}
+        self.lines: dict[int, ModelLine] = {}  # point index -> its line
         self.values = sweep_points(holder.slot)
-        self.lent: tuple[PointLine, dict[str, Any]] | None = None  # (line, the holder's own)
 
     def build(self) -> None:
         """One line per point, each starting as the holder's model (called by setup)."""
         h, p = self.holder, self.holder.rt.cfg.protocol
-        for i, value in enumerate(self.values):
+        for i in range(len(self.values)):
             model = build_model(p.model, vocab_size=h.data.vocab_size, seed=p.seed)
             load_parameters(model, snapshot(h.model))
             outer = build_outer_optimizer(OUTER_RULES[h.rt.plan.outer["name"]](p, h.rt.plan.outer))
             stream = point_stream(h.model_lane or "model", i)
-            publisher = VersionPublisher(h.rt.store, h.rt.signer, p.run,
-                                         checkpoint_every=p.checkpoint_every,
-                                         max_bytes=h.publisher.max_bytes, lane=stream)  # fmt: skip
-            self.lines[i] = PointLine(i, value, model, outer, publisher, stream)
+            publisher = VersionPublisher(
+                h.rt.store,
+                h.rt.signer,
+                p.run,
+                checkpoint_every=p.checkpoint_every,
+                max_bytes=h.publisher.max_bytes,
+                lane=stream,
+            )
+            self.lines[i] = ModelLine(model, outer, publisher, stream)
 
     def streams(self) -> dict[int, str]:
         """Point index -> the stream its versions are on."""
@@ -101,7 +86,7 @@ class Points:
         for line in self.lines.values():
             self._resume(line)
 
-    def _resume(self, line: PointLine) -> Any:
+    def _resume(self, line: ModelLine) -> Any:
         own = None if line.version is None or line.unpublished is not None else line.version
         published = line.publisher.resume(None if own is None else (own, snapshot(line.model)))
         if published is not None and (line.version is None or published.version > line.version):
@@ -115,43 +100,23 @@ class Points:
         return sorted(hk for hk, i in assigned.items() if int(i) == index)
 
     @contextmanager
-    def as_line(self, line: PointLine) -> Iterator[None]:
-        """Lend ``line``'s model, optimizer, publisher and version to the holder meanwhile."""
+    def as_line(self, line: ModelLine) -> Iterator[None]:
+        """Let the holder merge and publish ``line`` meanwhile (its own line stays in place:
+        a save in the middle files each model under its own names)."""
         h = self.holder
-        own = {name: getattr(h, name) for name in LENT}
-        for name in LENT:
-            setattr(h, name, getattr(line, name))
-        self.lent = (line, own)
+        h.line = line
         try:
             yield
         finally:
-            for name in LENT:
-                setattr(line, name, getattr(h, name))
-                setattr(h, name, own[name])
-            self.lent = None
+            h.line = h.own
 
-    def own(self) -> dict[str, Any]:
-        """The holder's own model, optimizer, publisher and versions, even while lending
-        (a save in the middle of a point's merge must not file the point's as the holder's)."""
-        if self.lent is not None:
-            return self.lent[1]
-        return {name: getattr(self.holder, name) for name in LENT}
-
-    def _view(self, line: PointLine) -> Any:
-        """``line``'s current fields: the holder's while it is lent (they move there)."""
-        if self.lent is not None and self.lent[0] is line:
-            return self.holder
-        return line
-
-    def merge(self, window: int) -> Any:
+    def merge(self, window: int) -> MergeResult:
         """Merge each point's workers into that point's model and publish it."""
-        from .holder import MergeResult
-
         weights: dict[str, float] = {}
         merged = False
-        for line in self.lines.values():
+        for index, line in self.lines.items():
             with self.as_line(line):
-                result = self.holder.step(window, senders=self.workers(line.index))
+                result = self.holder.step(window, senders=self.workers(index))
                 self.holder.publish(window, result)
             merged |= result.merged
             weights |= result.weights
@@ -165,10 +130,9 @@ class Points:
         """Per point: the model, the outer optimizer's state, the last and pending version."""
         meta, tensors = {}, {}
         for i, line in self.lines.items():
-            now = self._view(line)
-            meta[str(i)] = {"version": now.version, "unpublished": now.unpublished}
-            tensors |= prefixed(snapshot(now.model), f"p{i}:model")
-            tensors |= prefixed(now.outer.state_dict(), f"p{i}:outer")
+            meta[str(i)] = {"version": line.version, "unpublished": line.unpublished}
+            tensors |= prefixed(snapshot(line.model), f"p{i}:model")
+            tensors |= prefixed(line.outer.state_dict(), f"p{i}:outer")
         return {"points": meta}, tensors
 
     def restore(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:

@@ -17,6 +17,7 @@ from .gates import GATES
 from .holder import ModelHolder
 from .miner import Miner
 from .rules import AGGREGATION_RULES, DATA_RULES, MERGE_WEIGHTS, OUTER_RULES, STOP_RULES
+from .steps import StepParams
 from .validator import Validator
 
 ROLE_CLASSES: Mapping[str, type[BaseNeuron]] = {
@@ -30,6 +31,10 @@ def build_registries() -> Registries:
     """The compiler's view of the registries above (names only)."""
     return Registries(
         actions={name: frozenset(cls.actions) for name, cls in ROLE_CLASSES.items()},
+        step_params={
+            name: {action: cls.params.get(action, StepParams) for action in cls.actions}
+            for name, cls in ROLE_CLASSES.items()
+        },
         gates=frozenset(GATES),
         merge_weights=frozenset(MERGE_WEIGHTS),
         data_rules=frozenset(DATA_RULES),

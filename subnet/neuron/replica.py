@@ -41,8 +41,9 @@ class MemberStore:
 class Replica:
     """The global model at a known version, as miners and validators hold it."""
 
-    def __init__(self, rt: Runtime, vocab_size: int, lane: str = "model",
-                 stream: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, rt: Runtime, vocab_size: int, lane: str = "model", stream: str | None = None
+    ) -> None:
         """Follow the member writing ``lane`` (the plan's model lane), its versions on
         ``stream`` (a sweep point's ``lane.pI``; default: the lane itself)."""
         p = rt.cfg.protocol
@@ -66,8 +67,11 @@ class Replica:
         """Move to the holder's latest version (patches, or a checkpoint), hash-checked."""
         latest = self._latest()
         if self.version is not None and latest.version < self.version:
-            logger.warning("model holder is at version {}, behind our {}: it started over; "
-                           "following it", latest.version, self.version)  # fmt: skip
+            logger.warning(
+                "model holder is at version {}, behind our {}: it started over; following it",
+                latest.version,
+                self.version,
+            )
             self.state, self.version = None, None
         if latest.version != self.version or self.state is None:
             self.state, self.manifest = self.syncer.sync(self.state, self.version)
@@ -75,8 +79,12 @@ class Replica:
             logger.info("synced to model version {} ({})", self.version, self.manifest.digest[:12])
             fallback = self.syncer.last_fallback  # a delta or patch that did not do: why
             if fallback is not None:
-                self.rt.metrics.log("sync_fallback", version=self.version, reason=fallback.reason,
-                                    path=self.syncer.last_path)  # fmt: skip
+                self.rt.metrics.log(
+                    "sync_fallback",
+                    version=self.version,
+                    reason=fallback.reason,
+                    path=self.syncer.last_path,
+                )
         self.reset()
 
     def manifests_since(self, version: int | None, most: int) -> list[ModelManifest]:
@@ -108,9 +116,13 @@ class Replica:
             return self.syncer.latest()
 
     def _new_syncer(self) -> ModelSync:
-        return ModelSync(MemberStore(self.rt, self.holder), self.holder,
-                         self.rt.cfg.protocol.run, max_bytes=self.max_bytes,
-                         lane=self.stream)  # fmt: skip
+        return ModelSync(
+            MemberStore(self.rt, self.holder),
+            self.holder,
+            self.rt.cfg.protocol.run,
+            max_bytes=self.max_bytes,
+            lane=self.stream,
+        )
 
     def reset(self) -> None:
         """Put the synced global parameters back into the model (after local training)."""
@@ -122,6 +134,10 @@ class Replica:
         if version is not None and state:
             self.version, self.state = version, state
             self.reset()
+
+    def state_dict(self) -> dict[str, object]:
+        """What a restart needs: the version followed and its parameters."""
+        return {"version": self.version, "state": self.state}
 
     def snapshot(self) -> dict[str, torch.Tensor]:
         """The model's current parameters."""

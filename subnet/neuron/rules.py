@@ -12,9 +12,14 @@ from typing import Any
 from ..config import ProtocolConfig
 from ..data import TokenDataset, assign_samples
 from ..scoring import merge_weights, normalize
-from ..training.config import AggregationConfig, InnerConfig, OuterConfig
+from ..training.config import AggregationConfig, OuterConfig
 from .actions.consensus import consensus_rule
+from .actions.grants import granted
 from .actions.rounds import loss_below
+from .actions.shares import file_shares
+from .bindings import samples_per_window
+from .runtime import Runtime
+from .steps import StopRule
 
 # (runtime, dataset, window) -> (hotkey -> the sample ids it trains on in that window)
 DataRule = Callable[[Any, TokenDataset, int], Callable[[str], list[int]]]
@@ -24,62 +29,16 @@ MergeWeightsRule = Callable[
 ]
 
 
-def inner_steps(rt: Any) -> int:
-    """H: the ``inner_steps`` of the plan's ``train`` step, else the protocol's.
-
-    Read from the plan, not from the step at hand, so the trainer and every reader checking its
-    receipt count the same samples.
-    """
-    for slot in rt.plan.slots.values():
-        for step in slot.steps:
-            if step.action == "train" and "inner_steps" in step.params:
-                return int(step.params["inner_steps"])
-    return rt.cfg.protocol.inner.steps
-
-
-def lane_data_rule(plan: Any, lane: str | None) -> str:
-    """The data rule of the uploads on ``lane``: the writing step's own, else the plan's.
-
-    A trainer of two models trains each on its step's rule (``@beam/two-models``: model A on
-    granted units, model B on assigned samples); the reader of a lane checks receipts with the
-    rule of the step that wrote it.
-    """
-    for slot in plan.slots.values():
-        for step in slot.steps:
-            if lane is not None and step.lane == lane and step.data_rule:
-                return step.data_rule
-    return plan.data_rule
-
-
-def inner_config(rt: Any) -> InnerConfig:
-    """The protocol's inner settings with the plan's H."""
-    return rt.cfg.protocol.inner.model_copy(update={"steps": inner_steps(rt)})
-
-
-def samples_per_window(rt: Any) -> int:
-    """How many samples a trainer works on per window (H steps x micro-batch x accumulation)."""
-    inner = rt.cfg.protocol.inner
-    return inner_steps(rt) * inner.micro_batch * inner.accumulation
-
-
-def assigned(rt: Any, data: TokenDataset, window: int) -> Callable[[str], list[int]]:
+def assigned(rt: Runtime, data: TokenDataset, window: int) -> Callable[[str], list[int]]:
     """``hotkey -> sample ids``: a pure function of (protocol seed, window, hotkey)."""
     seed, n, total = rt.cfg.protocol.seed, samples_per_window(rt), data.split_samples("train")
     return lambda hotkey: assign_samples(seed, window, hotkey, n, total)
 
 
-def _room_rules() -> tuple[DataRule, DataRule]:
-    from .actions.grants import granted
-    from .actions.shares import file_shares
-
-    return granted, file_shares
-
-
-_granted, _file_shares = _room_rules()
 DATA_RULES: Mapping[str, DataRule] = {
     "assigned": assigned,
-    "granted": _granted,  # the units a data.grant holder granted for the window (signed)
-    "file_shares": _file_shares,  # a sticky contiguous share of the train split per trainer
+    "granted": granted,  # the units a data.grant holder granted for the window (signed)
+    "file_shares": file_shares,  # a sticky contiguous share of the train split per trainer
 }
 
 
@@ -119,7 +78,7 @@ AGGREGATION_RULES: Mapping[str, AggregationRule] = {
     "protocol": lambda protocol, table: protocol.aggregation,
     "mean": lambda protocol, table: AggregationConfig(
         **_fields(AggregationConfig, table, rule="mean")
-    ),  # fmt: skip
+    ),
 }
 OUTER_RULES: Mapping[str, OuterRule] = {
     "protocol": lambda protocol, table: protocol.outer,
@@ -128,7 +87,6 @@ OUTER_RULES: Mapping[str, OuterRule] = {
 }
 
 # When a run ends, asked by the loop after each window: (neuron, [stop] table) -> stop now?
-StopRule = Callable[[Any, Mapping[str, Any]], bool]
 STOP_RULES: Mapping[str, StopRule] = {
     "never": lambda neuron, table: False,  # a subnet trains on
     # every member counts windows from the same clock, so all stop after the same one

@@ -9,8 +9,11 @@ store. Nothing here knows about a chain.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import torch
 
 from ..clock import Clock, WindowClock
 from ..config import BeamConfig, ConfigError
@@ -20,10 +23,10 @@ from ..membership import Membership, Readers, Roster
 from ..monitor import MetricsSink
 from ..storage.base import ObjectNotFound, ObjectStore
 from ..storage.counting import ByteMeter
-from ..storage.keys import dataset_prefix
+from ..storage.keys import ObjectKind, dataset_prefix
 from ..topology import LanePlan, RunPlan, SlotPlan
 from ..weights import NoWeights, WeightSink
-from ..wire import Signer
+from ..wire import Signer, publish_envelope
 
 
 @dataclass
@@ -65,6 +68,31 @@ class Runtime:
     def readers(self) -> Readers:
         """Readers of the members' buckets."""
         return self.membership.readers
+
+    def publish(
+        self,
+        kind: ObjectKind,
+        window: int,
+        tensors: Mapping[str, torch.Tensor],
+        *,
+        lane: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        base_version: int | None = None,
+    ) -> tuple[str, bool]:
+        """Sign and write this member's object of ``kind`` for ``window`` on ``lane`` to its
+        own bucket, under the plan's digest; (key, False if the key was taken already)."""
+        return publish_envelope(
+            self.store,
+            signer=self.signer,
+            run=self.cfg.protocol.run,
+            kind=kind,
+            window=window,
+            tensors=tensors,
+            base_version=base_version,
+            metadata=metadata,
+            lane=lane,
+            plan=self.plan.digest,
+        )
 
     def reader(self, hotkey: str) -> ObjectStore | None:
         """Where ``hotkey``'s objects are read: our own store for ourselves, else its reader."""
@@ -146,21 +174,28 @@ class Runtime:
         owner, name = self.data_owner(), self.cfg.protocol.dataset
         store = self.reader(owner)
         if store is None:
-            raise NotReady(f"the model holder {owner[:8]} has no readable bucket yet; check "
-                           "--protocol.holder_hotkey and the holder")  # fmt: skip
+            raise NotReady(
+                f"the model holder {owner[:8]} has no readable bucket yet; check "
+                "--protocol.holder_hotkey and the holder"
+            )
         try:
-            return TokenDataset(StoreSource(store, self.data_prefix(), self.max_bytes),
-                                self.cfg.protocol.seq_len)  # fmt: skip
+            return TokenDataset(
+                StoreSource(store, self.data_prefix(), self.max_bytes), self.cfg.protocol.seq_len
+            )
         except ObjectNotFound:
-            raise NotReady(f"dataset {name} is not in the model holder's bucket yet; check "
-                           "--protocol.holder_hotkey and the holder") from None  # fmt: skip
+            raise NotReady(
+                f"dataset {name} is not in the model holder's bucket yet; check "
+                "--protocol.holder_hotkey and the holder"
+            ) from None
 
 
 def checked_prefix(prefix: str) -> str:
     """``prefix`` if it is a plain relative key prefix ending in ``/`` (``data/``, ``a/b/``)."""
     if not PREFIX.fullmatch(prefix) or ".." in prefix.split("/"):
-        raise ConfigError(f"the run's data prefix must be like 'data/' (lowercase segments, "
-                          f"each ending in '/'): {prefix!r}; fix the template's parameter")  # fmt: skip
+        raise ConfigError(
+            f"the run's data prefix must be like 'data/' (lowercase segments, "
+            f"each ending in '/'): {prefix!r}; fix the template's parameter"
+        )
     return prefix
 
 

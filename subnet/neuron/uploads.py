@@ -10,9 +10,9 @@ costs that sender its window, never the reader its process.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 from loguru import logger
@@ -22,8 +22,8 @@ from ..data import sample_receipt
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind
 from ..wire import Envelope, Expected, GradientMeta, Reason, Rejected, fetch_envelope
+from .bindings import inner_config
 from .commits import reveal_matches
-from .rules import inner_config
 from .runtime import Runtime
 
 T = TypeVar("T")
@@ -98,9 +98,13 @@ def collect_uploads(
         try:
             envelope = _fetch(rt, window, hotkey, base_version, lane)
             if commits is not None and not reveal_matches(
-                rt, envelope.header.lane, window, hotkey, envelope.header.payload_sha256,
+                rt,
+                envelope.header.lane,
+                window,
+                hotkey,
+                envelope.header.payload_sha256,
                 commits.get(hotkey, ""),
-            ):  # fmt: skip
+            ):
                 # not the payload it committed to before the deadline
                 raise _Refused(Reason.BAD_REVEAL)
             out.accepted[hotkey] = _accept(rt, envelope, hotkey, compressor, shapes, assigned)
@@ -130,8 +134,15 @@ def _fetch(
     reader = rt.readers.get(hotkey)
     if reader is None:
         raise _Refused(Reason.NO_BUCKET)
-    expected = Expected(rt.cfg.protocol.run, window, ObjectKind.GRADIENT, hotkey,
-                        base_version=base_version, lane=lane, plan=rt.plan.digest)  # fmt: skip
+    expected = Expected(
+        rt.cfg.protocol.run,
+        window,
+        ObjectKind.GRADIENT,
+        hotkey,
+        base_version=base_version,
+        lane=lane,
+        plan=rt.plan.digest,
+    )
     return fetch_envelope(reader, expected, None, max_bytes=rt.max_bytes)
 
 
@@ -152,9 +163,20 @@ def _accept(
     if reason is not None:
         raise _Refused(Reason(reason))
     steps = samples // per_step if samples < len(ids) else inner.steps
-    return Received(hotkey, envelope.tensors, meta, int(envelope.header.payload_bytes),
-                    meta.tokens, compressor, shapes, samples, len(ids), steps,
-                    envelope.header.payload_sha256, envelope.seal)  # fmt: skip
+    return Received(
+        hotkey,
+        envelope.tensors,
+        meta,
+        int(envelope.header.payload_bytes),
+        meta.tokens,
+        compressor,
+        shapes,
+        samples,
+        len(ids),
+        steps,
+        envelope.header.payload_sha256,
+        envelope.seal,
+    )
 
 
 def screen(got: WindowUploads, window: int, check: Callable[[Received], T]) -> dict[str, T]:
@@ -205,8 +227,14 @@ def support(delta: Mapping[str, torch.Tensor]) -> frozenset[int]:
     return frozenset(indices)
 
 
-def log_uploads(metrics, window: int, got: WindowUploads, weights: Mapping[str, float],
-                reports: int, empty: str | None = None) -> None:  # fmt: skip
+def log_uploads(
+    metrics,
+    window: int,
+    got: WindowUploads,
+    weights: Mapping[str, float],
+    reports: int,
+    empty: str | None = None,
+) -> None:
     """One ``uploads`` metrics record: every sender's outcome this window, and why it is empty
     (``empty`` overrides the reason the weights give)."""
     verdicts = {hk: "accepted" for hk in got.accepted}
@@ -217,6 +245,43 @@ def log_uploads(metrics, window: int, got: WindowUploads, weights: Mapping[str, 
         empty = "" if merged else ("no uploads" if not got.accepted else "no positive score")
     else:
         merged = []
-    metrics.log("uploads", window=window, verdicts=dict(sorted(verdicts.items())),
-                merged=merged, reports=reports, empty=empty,
-                samples={hk: u.samples for hk, u in got.accepted.items()})  # fmt: skip
+    metrics.log(
+        "uploads",
+        window=window,
+        verdicts=dict(sorted(verdicts.items())),
+        merged=merged,
+        reports=reports,
+        empty=empty,
+        samples={hk: u.samples for hk, u in got.accepted.items()},
+    )
+
+
+class Decoded(Mapping):
+    """``hotkey -> decoded update`` of a window's uploads, decoded afresh on every access.
+
+    The uploads stay compressed (``Received``); whoever reads one lets it go, so the validator's
+    memory does not grow with the number of uploads.
+    """
+
+    def __init__(self, accepted: Mapping[str, Received]) -> None:
+        self._accepted = accepted
+
+    def __getitem__(self, hotkey: str) -> dict[str, torch.Tensor]:
+        return self._accepted[hotkey].decode()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._accepted)
+
+    def __len__(self) -> int:
+        return len(self._accepted)
+
+
+def modified_at(reader: Any, key: str) -> float | None:
+    """The store's last-modified time of ``key`` (unix seconds), or None if it is not readable."""
+    try:
+        return reader.head(key).last_modified.timestamp()
+    except StorageError:
+        return None
+    except Exception as error:  # noqa: BLE001 - a hostile bucket: nothing there, for us
+        logger.opt(exception=error).warning("{} unreadable", key)
+        return None

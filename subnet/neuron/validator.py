@@ -14,7 +14,6 @@ scores are offered to the runtime's weight sink (on a chain: weights every tempo
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
@@ -40,16 +39,18 @@ from ..scoring.assess import WindowProbe, assess_window, own_subset
 from ..scoring.draws import corpus_batches, heldout_draw, heldout_size
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind, object_key
-from ..wire import Reason, ScoreReportMeta, publish_envelope
+from ..wire import Reason, ScoreReportMeta
 from .base import BaseNeuron
+from .bindings import lane_data_rule
 from .checks import Checker
 from .commits import CommitSnapshot
 from .equivocation import KEEP_WINDOWS, Equivocations
+from .gates import GATES
 from .replica import Replica
-from .rules import DATA_RULES, lane_data_rule
+from .rules import DATA_RULES, STOP_RULES
 from .state import prefixed, unprefixed
 from .steps import Action, Step
-from .uploads import Received, WindowUploads, collect_uploads, screen
+from .uploads import Decoded, Received, WindowUploads, collect_uploads, modified_at, screen
 
 
 @dataclass
@@ -96,8 +97,9 @@ class Validator(BaseNeuron):
     def setup(self) -> None:
         """The dataset (NotReady until the holder published it) and the model replica."""
         self.data = self.rt.dataset()
-        self.replica = Replica(self.rt, self.data.vocab_size,
-                               self.rt.read_lane(self.slot, "model-manifest").name)  # fmt: skip
+        self.replica = Replica(
+            self.rt, self.data.vocab_size, self.rt.read_lane(self.slot, "model-manifest").name
+        )
         self.compressor = build_compressor(self.rt.cfg.protocol.compression)
         self.checker.setup(self.data, self.replica, self.compressor)
 
@@ -119,6 +121,21 @@ class Validator(BaseNeuron):
         self.records.pop(hotkey, None)
 
     actions: ClassVar[dict[str, Action]] = {"score": score}
+    gates = GATES  # the conditions a step of the plan may wait for
+    stop_rules = STOP_RULES
+    saved = (
+        "moving",
+        "records",
+        "first_seen",
+        "unreachable",
+        "deadline_looked",
+        "last_weights_block",
+        "equivocations",
+        "checker",
+        "replica",
+    )
+    # the commits of the window at hand and recent fingerprints are memory only
+    rebuilt = ("fingerprints", "grads", "commit_reveal", "snapshot", "data", "compressor")
 
     def observe(self, tick: int, window: int, offset: int) -> None:
         """Read the commits up to the deadline (a commit-reveal lane); else note when each upload
@@ -135,8 +152,9 @@ class Validator(BaseNeuron):
             if (window, hotkey) in self.first_seen or (window, hotkey) in self.unreachable:
                 continue
             reader = self.rt.readers.get(hotkey)
-            key = object_key(self.rt.cfg.protocol.run, ObjectKind.GRADIENT, window, hotkey,
-                             lane=self.grads)  # fmt: skip
+            key = object_key(
+                self.rt.cfg.protocol.run, ObjectKind.GRADIENT, window, hotkey, lane=self.grads
+            )
             try:
                 info = reader.head(key) if reader is not None else None
             except ObjectNotFound:
@@ -170,8 +188,9 @@ class Validator(BaseNeuron):
             for hotkey, equivocated in self.equivocations.convict(manifest):
                 self.moving.pop(hotkey, None)
                 self.records.pop(hotkey, None)
-                self.rt.metrics.log("equivocation", window=equivocated, hotkey=hotkey,
-                                    version=manifest.version)  # fmt: skip
+                self.rt.metrics.log(
+                    "equivocation", window=equivocated, hotkey=hotkey, version=manifest.version
+                )
 
     def step(self, window: int) -> ScoreReport:
         """Fetch, verify and score every upload of ``window``; update the moving scores."""
@@ -195,10 +214,22 @@ class Validator(BaseNeuron):
             window, {hk: u for hk, u in got.accepted.items() if hk not in after}, measured
         )
         late = self._late(window, got.missing - unreadable, commits) | after
-        self.records = extend_records(self.records, gain_ratios(evaluations, p.scoring, copies),
-                                      p.scoring.record_windows, set(miners))  # fmt: skip
-        verdicts = score_window(evaluations, got.missing - late, late, got.stale, got.rejected,
-                                copies, p.scoring, self.records)  # fmt: skip
+        self.records = extend_records(
+            self.records,
+            gain_ratios(evaluations, p.scoring, copies),
+            p.scoring.record_windows,
+            set(miners),
+        )
+        verdicts = score_window(
+            evaluations,
+            got.missing - late,
+            late,
+            got.stale,
+            got.rejected,
+            copies,
+            p.scoring,
+            self.records,
+        )
         verdicts = self._unpaid(verdicts)
         scores = {hk: v.score for hk, v in verdicts.items()}
         self.moving = update_moving(self.moving, scores, set(miners), p.scoring)
@@ -207,14 +238,17 @@ class Validator(BaseNeuron):
                 "window {} {}: {} score {:.4f} {}", window, hk[:8], v.reason, v.score, v.detail
             )
         self.rt.metrics.log(
-            "scores", window=window, version=self.replica.version,
-            verdicts={hk: [v.reason, v.score] for hk, v in verdicts.items()}, moving=self.moving,
+            "scores",
+            window=window,
+            version=self.replica.version,
+            verdicts={hk: [v.reason, v.score] for hk, v in verdicts.items()},
+            moving=self.moving,
             details={hk: v.detail for hk, v in verdicts.items() if v.detail},
             measured={ev.hotkey: ev.measures() for ev in evaluations},
             record={hk: round(sum(v) / len(v), 4) for hk, v in self.records.items() if v},
             empty=not got.accepted,
             **self.rt.meter.take(),  # this window's fetches; its report counts in the next
-        )  # fmt: skip
+        )
         self.first_seen = {k: b for k, b in self.first_seen.items() if k[0] > window}
         self.unreachable = {k for k in self.unreachable if k[0] > window}
         self.deadline_looked = {w for w in self.deadline_looked if w > window}
@@ -243,22 +277,36 @@ class Validator(BaseNeuron):
             failures = self.snapshot.failed(window)
             self.snapshot.forget(window)
             if snapshot is None:
-                logger.warning("window {}: no commit snapshot from before the reveal (this "
-                               "validator was not polling then); not scoring it", window)  # fmt: skip
+                logger.warning(
+                    "window {}: no commit snapshot from before the reveal (this "
+                    "validator was not polling then); not scoring it",
+                    window,
+                )
                 return None
             commits, refused = snapshot.digests, snapshot.refused
             unreadable = failures - set(commits)
             absent = set(miners) - set(commits)
             if not snapshot.complete and absent:
-                logger.warning("window {}: this validator's last read of the commits ran past the "
-                               "deadline; {} miner(s) whose commit it had not read count as "
-                               "missing", window, len(absent))  # fmt: skip
+                logger.warning(
+                    "window {}: this validator's last read of the commits ran past the "
+                    "deadline; {} miner(s) whose commit it had not read count as "
+                    "missing",
+                    window,
+                    len(absent),
+                )
         uncommitted = set() if commits is None else set(miners) - set(commits)
         shapes = {k: tuple(v.shape) for k, v in self.replica.state.items()}
-        got = collect_uploads(self.rt, window, [hk for hk in miners if hk not in uncommitted],
-                              base_version=self.replica.version, compressor=self.compressor,
-                              shapes=shapes, assigned=self.assigned(window), lane=self.grads,
-                              commits=commits)  # fmt: skip
+        got = collect_uploads(
+            self.rt,
+            window,
+            [hk for hk in miners if hk not in uncommitted],
+            base_version=self.replica.version,
+            compressor=self.compressor,
+            shapes=shapes,
+            assigned=self.assigned(window),
+            lane=self.grads,
+            commits=commits,
+        )
         refused = {hk: why for hk, why in refused.items() if hk in uncommitted}
         got.missing |= uncommitted - set(refused)
         got.rejected |= refused
@@ -287,8 +335,11 @@ class Validator(BaseNeuron):
         """
         if window not in self.deadline_looked:
             return set()
-        return {hk for hk in accepted
-                if (window, hk) not in self.first_seen and (window, hk) not in self.unreachable}  # fmt: skip
+        return {
+            hk
+            for hk in accepted
+            if (window, hk) not in self.first_seen and (window, hk) not in self.unreachable
+        }
 
     def _measure(self, upload: Received, shapes: dict[str, tuple[int, ...]]) -> tuple[Any, float]:
         """An upload's copy fingerprint (of its support, bounded whatever the upload's size;
@@ -308,7 +359,7 @@ class Validator(BaseNeuron):
         assigned, n = self.assigned(window), p.eval_samples
         # A partial upload is evaluated on the prefix it trained (its receipt proves which).
         own = {hk: own_subset(assigned(hk)[: u.samples or None], n) for hk, u in accepted.items()}
-        deltas = _Decoded(accepted)  # decoded on use: one dense update alive at a time
+        deltas = Decoded(accepted)  # decoded on use: one dense update alive at a time
         # Copy fingerprints need sparsity: a dense codec (support None) sends every index.
         supports = {hk: measured[hk][0] for hk in accepted}
         prints = {} if any(v is None for v in supports.values()) else supports
@@ -320,8 +371,11 @@ class Validator(BaseNeuron):
                 return own[m.source]
             return own_subset(self.assigned(m.window)(m.source), n)
 
-        probe = WindowProbe(self.replica.model, self.replica.state,
-                            lambda ids: corpus_batches(self.data, ids, p.inner.micro_batch))  # fmt: skip
+        probe = WindowProbe(
+            self.replica.model,
+            self.replica.state,
+            lambda ids: corpus_batches(self.data, ids, p.inner.micro_batch),
+        )
         random_ids = random_sample_ids(n, self.data.split_samples("train"))
         heldout = heldout_draw(p.scoring.heldout_samples, heldout_size(self.data))
         # Measured as merged: clipped to the median norm of the miners this validator pays
@@ -331,18 +385,33 @@ class Validator(BaseNeuron):
         # Another miner's earlier upload is a replay outright (``judge_matches``): only the
         # pairs of this window and a miner's own earlier uploads need the evidence measured.
         judged = [m for m in matches if m.window == window or m.source == m.hotkey]
-        evaluations, fits = assess_window(probe, deltas, own, random_ids, judged, match_ids,
-                                          heldout, norms, twins(matches, window),
-                                          standing)  # fmt: skip
+        evaluations, fits = assess_window(
+            probe,
+            deltas,
+            own,
+            random_ids,
+            judged,
+            match_ids,
+            heldout,
+            norms,
+            twins(matches, window),
+            standing,
+        )
         evaluations = [replace(ev, fraction=accepted[ev.hotkey].fraction) for ev in evaluations]
         copies = judge_matches(matches, fits, p.scoring.copy_z, window)
         # A judged copy is kept out of the history: it would stand there under its copier's
         # hotkey, and a later upload of its original's sender that resembled the original would
         # then "match another miner's earlier upload".
         self.fingerprints.record(window, {hk: v for hk, v in prints.items() if hk not in copies})
-        self.rt.metrics.log("fingerprints", window=window, overlap=overlap_summary(prints, history),
-                            matches=[[m.hotkey, m.source, m.window, round(m.overlap, 4),
-                                      *fits.get(m, ())] for m in matches])  # fmt: skip
+        self.rt.metrics.log(
+            "fingerprints",
+            window=window,
+            overlap=overlap_summary(prints, history),
+            matches=[
+                [m.hotkey, m.source, m.window, round(m.overlap, 4), *fits.get(m, ())]
+                for m in matches
+            ],
+        )
         return evaluations, copies
 
     def _late(self, window: int, missing: set[str], commits: dict[str, str] | None) -> set[str]:
@@ -351,11 +420,14 @@ class Validator(BaseNeuron):
         run, lane = self.rt.cfg.protocol.run, self.grads
 
         def there(hk: str) -> bool:
-            kind = (ObjectKind.GRADIENT if commits is None or hk in commits
-                    else ObjectKind.GRADIENT_COMMIT)  # fmt: skip
+            kind = (
+                ObjectKind.GRADIENT
+                if commits is None or hk in commits
+                else ObjectKind.GRADIENT_COMMIT
+            )
             reader = self.rt.readers.get(hk)
             key = object_key(run, kind, window, hk, lane=lane)
-            return reader is not None and _modified(reader, key) is not None
+            return reader is not None and modified_at(reader, key) is not None
 
         return {hk for hk in missing if there(hk)}
 
@@ -363,31 +435,48 @@ class Validator(BaseNeuron):
         """Sign and write the window's score report, then offer the moving scores as weights."""
         scores = dict(sorted(result.scores.items()))
         tensor = torch.tensor(list(scores.values()) or [0.0], dtype=torch.float32)
-        publish_envelope(
-            self.rt.store, signer=self.rt.signer, run=self.rt.cfg.protocol.run,
-            kind=ObjectKind.SCORES, window=window, tensors={"scores": tensor},
-            base_version=self.replica.version, lane=lane, plan=self.rt.plan.digest,
-            metadata=ScoreReportMeta(scores=scores, digests=result.digests).wire(),
-        )  # fmt: skip
+        report = ScoreReportMeta(scores=scores, digests=result.digests)
+        self.rt.publish(
+            ObjectKind.SCORES,
+            window,
+            {"scores": tensor},
+            lane=lane,
+            metadata=report.wire(),
+            base_version=self.replica.version,
+        )
         self.offer_weights(window)
 
     def offer_weights(self, window: int) -> None:
         """Hand the moving scores to the weight sink; it decides whether a submission is due."""
-        outcome = self.rt.weights.offer(self.moving, self.rt.roster, window=window,
-                                        last_tick=self.last_weights_block)  # fmt: skip
+        outcome = self.rt.weights.offer(
+            self.moving, self.rt.roster, window=window, last_tick=self.last_weights_block
+        )
         if outcome is None:
             return
-        self.rt.metrics.log("weights", block=outcome.tick, ok=outcome.ok, reason=outcome.reason,
-                            weights=outcome.weights)  # fmt: skip
+        self.rt.metrics.log(
+            "weights",
+            block=outcome.tick,
+            ok=outcome.ok,
+            reason=outcome.reason,
+            weights=outcome.weights,
+        )
         if outcome.ok:
             self.last_weights_block = outcome.tick
 
     def state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         """Model at its version, moving scores, track records, when weights were last set."""
-        meta = {"version": self.replica.version, "moving": self.moving, "records": self.records,
-                "last_weights_block": self.last_weights_block,
-                "equivocations": self.equivocations.state(),
-                "checks": self.checker.state_dict()}  # fmt: skip
+        seen = [[w, hk, *at] for (w, hk), at in sorted(self.first_seen.items())]
+        meta = {
+            "version": self.replica.version,
+            "moving": self.moving,
+            "records": self.records,
+            "last_weights_block": self.last_weights_block,
+            "equivocations": self.equivocations.state(),
+            "checks": self.checker.state_dict(),
+            "first_seen": seen,  # upload order, for a restart between the deadline and scoring
+            "unreachable": sorted(self.unreachable),
+            "deadline_looked": sorted(self.deadline_looked),
+        }
         return meta, prefixed(self.replica.state or {}, "model")
 
     def restore(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
@@ -395,37 +484,10 @@ class Validator(BaseNeuron):
         self.moving = {k: float(v) for k, v in meta.get("moving", {}).items()}
         self.records = {k: [float(x) for x in v] for k, v in meta.get("records", {}).items()}
         self.last_weights_block = int(meta.get("last_weights_block", 0))
+        seen = meta.get("first_seen", [])
+        self.first_seen = {(int(w), str(hk)): (int(t), float(at)) for w, hk, t, at in seen}
+        self.unreachable = {(int(w), str(hk)) for w, hk in meta.get("unreachable", [])}
+        self.deadline_looked = {int(w) for w in meta.get("deadline_looked", [])}
         self.equivocations.restore(meta.get("equivocations", {}))
         self.checker.load_state_dict(meta.get("checks", {}))
         self.replica.restore(meta.get("version"), unprefixed(tensors, "model"))
-
-
-class _Decoded(Mapping):
-    """``hotkey -> decoded update`` of a window's uploads, decoded afresh on every access.
-
-    The uploads stay compressed (``Received``); whoever reads one lets it go, so the validator's
-    memory does not grow with the number of uploads.
-    """
-
-    def __init__(self, accepted: Mapping[str, Received]) -> None:
-        self._accepted = accepted
-
-    def __getitem__(self, hotkey: str) -> dict[str, torch.Tensor]:
-        return self._accepted[hotkey].decode()
-
-    def __iter__(self):
-        return iter(self._accepted)
-
-    def __len__(self) -> int:
-        return len(self._accepted)
-
-
-def _modified(reader, key: str) -> float | None:
-    """The store's last-modified time of ``key`` (unix seconds), or None if it is not readable."""
-    try:
-        return reader.head(key).last_modified.timestamp()
-    except StorageError:
-        return None
-    except Exception as error:  # noqa: BLE001 - a hostile bucket: nothing there, for us
-        logger.opt(exception=error).warning("{} unreadable", key)
-        return None

@@ -81,12 +81,27 @@ def _with_chain(cfg: BeamConfig, role: str, wallet, chain: ChainClient) -> Runti
     state_dir = (
         Path(node.neuron.state_dir).expanduser() / f"{role}-{wallet.hotkey.ss58_address[:8]}"
     )
-    metrics = MetricsSink(state_dir / "metrics.jsonl", mirrors=_mirrors(cfg, role, state_dir, plan),
-                          role=role, hotkey=wallet.hotkey.ss58_address,
-                          config_hash=cfg.protocol.config_hash(), plan=plan.digest)  # fmt: skip
-    return Runtime(cfg=cfg, role=role, signer=wallet.hotkey, store=store,
-                   membership=membership, clock=BlockClock(chain), plan=plan, metrics=metrics,
-                   state_dir=state_dir, weights=ChainWeights(chain, wallet), meter=meter)  # fmt: skip
+    metrics = MetricsSink(
+        state_dir / "metrics.jsonl",
+        mirrors=_mirrors(cfg, role, state_dir, plan),
+        role=role,
+        hotkey=wallet.hotkey.ss58_address,
+        config_hash=cfg.protocol.config_hash(),
+        plan=plan.digest,
+    )
+    return Runtime(
+        cfg=cfg,
+        role=role,
+        signer=wallet.hotkey,
+        store=store,
+        membership=membership,
+        clock=BlockClock(chain),
+        plan=plan,
+        metrics=metrics,
+        state_dir=state_dir,
+        weights=ChainWeights(chain, wallet),
+        meter=meter,
+    )
 
 
 def _mirrors(cfg: BeamConfig, role: str, state_dir: Path, plan: RunPlan) -> list:
@@ -96,10 +111,23 @@ def _mirrors(cfg: BeamConfig, role: str, state_dir: Path, plan: RunPlan) -> list
         return []
     from ..monitor.wandb_sink import WandbSink
 
-    config = {"protocol": cfg.protocol.model_dump(mode="json"),
-              "config_hash": cfg.protocol.config_hash(), "role": role, "netuid": cfg.node.netuid,
-              "topology": plan.ref, "plan": plan.digest}  # fmt: skip
+    config = {
+        "protocol": cfg.protocol.model_dump(mode="json"),
+        "config_hash": cfg.protocol.config_hash(),
+        "role": role,
+        "netuid": cfg.node.netuid,
+        "topology": plan.ref,
+        "plan": plan.digest,
+    }
     name = f"{role}-{cfg.node.wallet.name}-{cfg.node.wallet.hotkey}"
     folder = Path(w.dir).expanduser() if w.dir else state_dir
-    return [WandbSink(mode=w.mode, project=w.project, name=name, group=cfg.protocol.run,
-                      folder=folder, config=config)]  # fmt: skip
+    return [
+        WandbSink(
+            mode=w.mode,
+            project=w.project,
+            name=name,
+            group=cfg.protocol.run,
+            folder=folder,
+            config=config,
+        )
+    ]

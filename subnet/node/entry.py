@@ -57,7 +57,7 @@ def stopped_line(neuron: BaseNeuron) -> str:
     """What a stop while the loop waited left done: the last whole window, and the steps of
     the window in progress (a stop after a miner's commit is mid-window, not between windows)."""
     done = f"last whole window {neuron.last_window}" if neuron.last_window >= 0 else "no window"
-    window, index = neuron.cursor
+    window, index = neuron.schedule.cursor.window, neuron.schedule.cursor.index
     steps = len(neuron.slot.steps)
     if window > neuron.last_window and 0 < index < steps:
         left = ", ".join(s.action for s in neuron.slot.steps[index:])

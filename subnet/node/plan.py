@@ -11,8 +11,9 @@ from ..topology import RunPlan, Template, compile_plan, load_spec, specs_dir, te
 def subnet_template(protocol: ProtocolConfig) -> Template:
     """``topologies/templates/subnet.toml`` with the protocol config's hash as its parameter."""
     base = template_from_file(specs_dir() / "templates" / "subnet.toml")
-    return Template(topology=base.topology,
-                    params={**base.params, "protocol": protocol.config_hash()})  # fmt: skip
+    return Template(
+        topology=base.topology, params={**base.params, "protocol": protocol.config_hash()}
+    )
 
 
 def subnet_plan(protocol: ProtocolConfig, roster: Roster) -> RunPlan:

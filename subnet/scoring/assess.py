@@ -259,13 +259,26 @@ def assess_window(
             else (None, None)
         )
         del delta  # one decoded upload alive at a time
-        rand_gains[hk] = (relative_gains(base_rand, after_rand),
-                          _gains_of(probe, reference, random_ids))  # fmt: skip
-        specs[hk] = specificity(relative_gains(base, after), _gains_of(probe, reference, ids),
-                                *rand_gains[hk])  # fmt: skip
-        evaluations.append(Evaluation(hk, _mean(base), _mean(after), _mean(base_rand),
-                                      _mean(after_rand), specs[hk], 1.0, *heldout,
-                                      scale=deltas.scales[hk]))  # fmt: skip
+        rand_gains[hk] = (
+            relative_gains(base_rand, after_rand),
+            _gains_of(probe, reference, random_ids),
+        )
+        specs[hk] = specificity(
+            relative_gains(base, after), _gains_of(probe, reference, ids), *rand_gains[hk]
+        )
+        evaluations.append(
+            Evaluation(
+                hk,
+                _mean(base),
+                _mean(after),
+                _mean(base_rand),
+                _mean(after_rand),
+                specs[hk],
+                1.0,
+                *heldout,
+                scale=deltas.scales[hk],
+            )
+        )
     fits: dict[Match, tuple[float, float]] = {}
     for m in matches:
         if m.hotkey not in deltas or match_ids is None:

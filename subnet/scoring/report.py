@@ -119,8 +119,12 @@ def contradicted(reports: Iterable[Mapping[str, str]], fetched: Mapping[str, str
     the validator's, proves it signed two (``subnet.neuron.equivocation``). A report's own
     claim proves nothing: a validator naming a digest nobody signed convicts nobody.
     """
-    return {hotkey for digests in reports for hotkey, digest in digests.items()
-            if hotkey in fetched and digest != fetched[hotkey]}  # fmt: skip
+    return {
+        hotkey
+        for digests in reports
+        for hotkey, digest in digests.items()
+        if hotkey in fetched and digest != fetched[hotkey]
+    }
 
 
 def nobody_scored(

@@ -65,11 +65,19 @@ class Evaluation:
         """
         a, r = _gains(self) if _finite_losses(self) else (math.nan, math.nan)
         spec = self.specific
-        values = {"assigned": a, "random": r, "heldout": self.heldout_gain(),
-                  "specific": spec.mean if spec else None, "se": spec.se if spec else None,
-                  "fraction": self.fraction, "scale": self.scale}  # fmt: skip
-        return {k: (round(v, 7) if v is not None and math.isfinite(v) else None)
-                for k, v in values.items()}  # fmt: skip
+        values = {
+            "assigned": a,
+            "random": r,
+            "heldout": self.heldout_gain(),
+            "specific": spec.mean if spec else None,
+            "se": spec.se if spec else None,
+            "fraction": self.fraction,
+            "scale": self.scale,
+        }
+        return {
+            k: (round(v, 7) if v is not None and math.isfinite(v) else None)
+            for k, v in values.items()
+        }
 
     def heldout_gain(self) -> float | None:
         """Relative loss drop on the held-out draw, or None without one."""
@@ -113,8 +121,11 @@ def _finite_losses(ev: Evaluation) -> bool:
         return False
     if ev.loss_before_heldout is None or ev.loss_after_heldout is None:
         return True
-    return (math.isfinite(ev.loss_before_heldout) and math.isfinite(ev.loss_after_heldout)
-            and ev.loss_before_heldout > 0.0)  # fmt: skip
+    return (
+        math.isfinite(ev.loss_before_heldout)
+        and math.isfinite(ev.loss_after_heldout)
+        and ev.loss_before_heldout > 0.0
+    )
 
 
 def _gains(ev: Evaluation) -> tuple[float, float]:
@@ -265,9 +276,16 @@ def _reference(
     others = [ev for ev in evaluations if ev.hotkey != sender]
     if sender is None or _payable_median(others, cfg, gain, exclude, positive=True) is not None:
         return _payable_median(evaluations, cfg, gain, exclude, positive=True)
-    gains = [g for ev in others if ev.hotkey not in exclude and _finite_losses(ev)
-             and _gains(ev)[0] > cfg.min_improvement
-             and (g := gain(ev)) is not None and math.isfinite(g) and g > 0.0]  # fmt: skip
+    gains = [
+        g
+        for ev in others
+        if ev.hotkey not in exclude
+        and _finite_losses(ev)
+        and _gains(ev)[0] > cfg.min_improvement
+        and (g := gain(ev)) is not None
+        and math.isfinite(g)
+        and g > 0.0
+    ]
     return _median(sorted(gains))
 
 
@@ -295,9 +313,12 @@ def _payable_median(
     kept = [
         (ev.fraction >= 1.0, g)
         for ev in evaluations
-        if ev.hotkey not in exclude and _payable(ev, cfg)
-        and (g := gain(ev)) is not None and math.isfinite(g) and (g > 0.0 or not positive)
-    ]  # fmt: skip
+        if ev.hotkey not in exclude
+        and _payable(ev, cfg)
+        and (g := gain(ev)) is not None
+        and math.isfinite(g)
+        and (g > 0.0 or not positive)
+    ]
     full = [g for is_full, g in kept if is_full]
     return _median(sorted(full if 2 * len(full) >= len(kept) else [g for _, g in kept]))
 

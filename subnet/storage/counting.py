@@ -40,8 +40,9 @@ class ByteMeter:
     requests: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def add(self, *, up: int = 0, down: int = 0, head_up: int = 0, head_down: int = 0,
-            requests: int = 0) -> None:  # fmt: skip
+    def add(
+        self, *, up: int = 0, down: int = 0, head_up: int = 0, head_down: int = 0, requests: int = 0
+    ) -> None:
         """Count a transfer: ``up``/``down`` bodies, ``head_up``/``head_down`` header bytes."""
         with self._lock:
             self.body_up += up
@@ -53,8 +54,13 @@ class ByteMeter:
     def take(self) -> dict[str, int]:
         """The counts since the last call (as metrics fields), and start counting anew."""
         with self._lock:
-            out = {"bytes_up": self.up, "bytes_down": self.down, "body_bytes_up": self.body_up,
-                   "body_bytes_down": self.body_down, "requests": self.requests}  # fmt: skip
+            out = {
+                "bytes_up": self.up,
+                "bytes_down": self.down,
+                "body_bytes_up": self.body_up,
+                "body_bytes_down": self.body_down,
+                "requests": self.requests,
+            }
             self.up = self.down = self.body_up = self.body_down = self.requests = 0
         return out
 
@@ -171,8 +177,9 @@ def _on_send(meter: ByteMeter, request: Any, **_: Any) -> None:
         if length is not None
         else (len(body) if isinstance(body, bytes | bytearray) else 0)
     )
-    meter.add(up=size, head_up=_header_bytes(f"{request.method} {target} HTTP/1.1", headers),
-              requests=1)  # fmt: skip
+    meter.add(
+        up=size, head_up=_header_bytes(f"{request.method} {target} HTTP/1.1", headers), requests=1
+    )
     return None  # never short-circuits the send
 
 

@@ -96,18 +96,27 @@ class KeyParts:
 
 
 def object_key(
-    run: str, kind: ObjectKind, window: int, sender: str, *, lane: str | None = None,
+    run: str,
+    kind: ObjectKind,
+    window: int,
+    sender: str,
+    *,
+    lane: str | None = None,
     version: int = PROTOCOL_VERSION,
-) -> str:  # fmt: skip
+) -> str:
     """The key of `sender`'s object of `kind` on `lane` for `window` (or round, or shard index)."""
     prefix = window_prefix(run, kind, window, lane=lane, version=version)
     return f"{prefix}{_check_sender(sender)}"
 
 
 def window_prefix(
-    run: str, kind: ObjectKind, window: int, *, lane: str | None = None,
+    run: str,
+    kind: ObjectKind,
+    window: int,
+    *,
+    lane: str | None = None,
     version: int = PROTOCOL_VERSION,
-) -> str:  # fmt: skip
+) -> str:
     """The prefix under which every sender's object of `kind` on `lane` for `window` lives."""
     if window < 0 or window >= 10**_WINDOW_DIGITS:
         raise ValueError(f"window out of range: {window}")
@@ -131,9 +140,13 @@ def dataset_prefix(name: str, *, version: int = PROTOCOL_VERSION) -> str:
 
 
 def latest_key(
-    run: str, kind: ObjectKind, sender: str, *, lane: str | None = None,
+    run: str,
+    kind: ObjectKind,
+    sender: str,
+    *,
+    lane: str | None = None,
     version: int = PROTOCOL_VERSION,
-) -> str:  # fmt: skip
+) -> str:
     """The single overwritable pointer of `sender` for `kind` (e.g. the newest model manifest)."""
     return f"{kind_prefix(run, kind, lane=lane, version=version)}latest/{_check_sender(sender)}"
 
@@ -151,8 +164,14 @@ def parse_key(key: str) -> KeyParts:
     else:
         raise ValueError(f"bad window in key: {key!r}")
     try:
-        parsed = KeyParts(int(version[1:]), run, ObjectKind(kind), number, _check_sender(sender),
-                          lane_of(ObjectKind(kind), lane))  # fmt: skip
+        parsed = KeyParts(
+            int(version[1:]),
+            run,
+            ObjectKind(kind),
+            number,
+            _check_sender(sender),
+            lane_of(ObjectKind(kind), lane),
+        )
     except ValueError as exc:
         raise ValueError(f"not a Beam key: {key!r} ({exc})") from None
     if not _RUN.fullmatch(run):

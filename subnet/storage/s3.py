@@ -234,10 +234,12 @@ class S3Store:
             first = self.put_if_absent(key, b"first")
             if not first or self.put_if_absent(key, b"second"):
                 raise StorageError(
-                    "no_write_once", endpoint=self.config.endpoint_label, bucket=self.config.bucket,
+                    "no_write_once",
+                    endpoint=self.config.endpoint_label,
+                    bucket=self.config.bucket,
                     key=key,
                     detail="a conditional write (If-None-Match: *) to a taken key succeeded",
-                )  # fmt: skip
+                )
         finally:
             try:
                 self.delete(key)

@@ -12,6 +12,8 @@ from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel, ValidationError
+
 from subnet.membership.roster import Roster
 
 from .errors import PlanError
@@ -38,6 +40,8 @@ class Registries:
     aggregation_rules: frozenset[str] | None = None
     outer_rules: frozenset[str] | None = None
     lane_kinds: frozenset[str] | None = None  # ObjectKind values
+    # role class -> action -> the pydantic model of its step's ``params`` (extra keys forbidden)
+    step_params: Mapping[str, Mapping[str, type[BaseModel]]] | None = None
 
 
 def spec_vocabulary(specs: Iterable[TopologySpec]) -> Registries:
@@ -106,6 +110,7 @@ def registry_gaps(spec: TopologySpec, reg: Registries) -> list[PlanError]:
                     gaps.append(PlanError("unknown_gate", message))
             if step.data_rule:
                 gaps += _rule_gap("data", step.data_rule, reg.data_rules)
+            gaps += _param_gaps(spec, slot, role.role_class, step.action, step.params, reg)
     gaps += _rule_gap("merge-weights", spec.merge_weights, reg.merge_weights)
     gaps += _rule_gap("data", spec.data_rule, reg.data_rules)
     gaps += _rule_gap("stop", spec.stop["rule"], reg.stop_rules)
@@ -116,6 +121,54 @@ def registry_gaps(spec: TopologySpec, reg: Registries) -> list[PlanError]:
             message = f"lane {lane_name!r}: object kind {lane.kind!r} is not registered"
             gaps.append(PlanError("unknown_rule", message))
     return gaps
+
+
+def _params_model(reg: Registries, role_class: str, action: str) -> type[BaseModel] | None:
+    if reg.step_params is None:
+        return None
+    return reg.step_params.get(role_class, {}).get(action)
+
+
+def _param_gaps(
+    spec: TopologySpec,
+    slot: str,
+    role_class: str,
+    action: str,
+    params: Mapping[str, Any],
+    reg: Registries,
+) -> list[PlanError]:
+    """A key of a step's ``params`` that its action's model does not name (a misspelling)."""
+    model = _params_model(reg, role_class, action)
+    if model is None:
+        return []
+    known = ", ".join(sorted(model.model_fields)) or "none"
+    return [
+        PlanError(
+            "unknown_param",
+            f"{spec.ref}: slot {slot!r}, step {action!r}: unknown params key {key!r} "
+            f"(known: {known})",
+        )
+        for key in sorted(set(params) - set(model.model_fields))
+    ]
+
+
+def _check_step_params(spec: TopologySpec, slots: Mapping[str, SlotPlan], reg: Registries) -> None:
+    """Each step's substituted ``params`` against its action's model (types, ranges)."""
+    for name, slot in slots.items():
+        for step in slot.steps:
+            model = _params_model(reg, slot.role, step.action)
+            if model is None:
+                continue
+            try:
+                model.model_validate(dict(step.params))
+            except ValidationError as error:
+                first = error.errors()[0]
+                where = ".".join(str(p) for p in first["loc"])
+                raise PlanError(
+                    "bad_parameter",
+                    f"{spec.ref}: slot {name!r}, step {step.action!r}: params {where}: "
+                    f"{first['msg']}",
+                ) from None
 
 
 def _check_lane_shape(spec: TopologySpec) -> None:
@@ -261,11 +314,13 @@ def compile_plan(
         name: LanePlan(name, lane.kind, lane.writers, lane.readers, lane.mode, lane.commit_reveal)
         for name, lane in spec.lanes.items()
     }
+    slots = {name: _slot_plan(name, spec, counts[name], params) for name in spec.roles}
+    _check_step_params(spec, slots, registries)
     return RunPlan(
         topology=spec.name,
         version=spec.version,
         params=freeze(params),
-        slots=freeze({name: _slot_plan(name, spec, counts[name], params) for name in spec.roles}),
+        slots=freeze(slots),
         lanes=freeze(lanes),
         merge_weights=spec.merge_weights,
         data_rule=spec.data_rule,

@@ -18,6 +18,7 @@ REASONS = frozenset(
         "lane_unread",  # a lane with no reader (in the spec, or no member fills a reader slot)
         "lane_unwritten",  # a lane with no writing step (in the spec, or no writer member)
         "unknown_action",  # a step action missing from its role class's registry
+        "unknown_param",  # a step params key its action does not read (a misspelling)
         "unknown_gate",  # a gate missing from the gate registry
         "unknown_rule",  # a merge-weights, data, aggregation, outer or stop rule not registered
     }

@@ -220,7 +220,8 @@ def aggregate_stream(
     for add, w, scale in zip(adders, weights, scales, strict=True):
         add(num, den, w, scale)
     return {
-        name: torch.where(den[name] > 0, num[name] / den[name].clamp(min=1e-30),
-                          torch.zeros_like(num[name]))
+        name: torch.where(
+            den[name] > 0, num[name] / den[name].clamp(min=1e-30), torch.zeros_like(num[name])
+        )
         for name in num
-    }  # fmt: skip
+    }

@@ -38,6 +38,7 @@ import torch.distributed as dist
 from loguru import logger
 from torch import nn
 
+from subnet.errors import ConfigError
 from subnet.model import ModelConfig, build_model
 from subnet.training.config import InnerConfig
 from subnet.training.inner import Batch, InnerResult, build_inner_optimizer, train_inner
@@ -131,12 +132,14 @@ class Group:
         )
         module = self._maybe_compiled(engine)
         result = collective(lambda: train_inner(module, shards, cfg, engine.optimizer), "training")
-        stats = torch.tensor([result.mean_loss, result.tokens], dtype=torch.float64,
-                             device=self.device)  # fmt: skip
+        stats = torch.tensor(
+            [result.mean_loss, result.tokens], dtype=torch.float64, device=self.device
+        )
         collective(lambda: dist.all_reduce(stats, group=self.work), "the loss")
         collective(lambda: engine.finish(model, optimizer), "the trained shards")
-        return InnerResult(int(stats[1]), result.steps, stats[0].item() / self.world,
-                           result.seconds)  # fmt: skip
+        return InnerResult(
+            int(stats[1]), result.steps, stats[0].item() / self.world, result.seconds
+        )
 
     def _local(
         self, header: dict, model: nn.Module | None, optimizer: torch.optim.Optimizer | None
@@ -232,8 +235,6 @@ def launch(config: ParallelConfig, device: str, micro_batch: int) -> Iterator[Gr
         yield None
         return
     if micro_batch % world:
-        from subnet.config import ConfigError  # the config module imports this package
-
         raise ConfigError(
             f"--protocol.inner.micro_batch {micro_batch} cannot be split over {world} ranks; "
             f"run a number of ranks that divides it (torchrun --nproc_per_node)"

@@ -58,9 +58,13 @@ class _DDPCache:
 
 
 def build_engine(
-    model: nn.Module, optimizer: torch.optim.Optimizer, cfg: InnerConfig, mode: str,
-    device: str, group: object,
-) -> Engine:  # fmt: skip
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    cfg: InnerConfig,
+    mode: str,
+    device: str,
+    group: object,
+) -> Engine:
     """Wrap ``model`` (holding rank 0's values on every rank) for one job in ``mode``."""
     if mode == "ddp":
         key = id(model)

@@ -43,15 +43,20 @@ class Trainer:
             self._warned = True
             device = next(model.parameters()).device
             if not bf16_native(device):
-                logger.warning("bf16 autocast on {} without native bf16 matmuls: expect it to "
-                               "run slower than fp32 (docs/benchmarks.md)", device)  # fmt: skip
+                logger.warning(
+                    "bf16 autocast on {} without native bf16 matmuls: expect it to "
+                    "run slower than fp32 (docs/benchmarks.md)",
+                    device,
+                )
         if self.group is None or self.group.world == 1:
             return train_inner(self._maybe_compiled(model), batches, cfg, optimizer)
         stacked = _stack(batches, cfg)
         world = self.group.world
         if stacked.shape[2] % world:
-            raise ValueError(f"micro_batch {stacked.shape[2]} is not divisible by the "
-                             f"{world} training ranks; pick a multiple of {world}")  # fmt: skip
+            raise ValueError(
+                f"micro_batch {stacked.shape[2]} is not divisible by the "
+                f"{world} training ranks; pick a multiple of {world}"
+            )
         header = _header(model, optimizer, cfg, stacked)
         box = [header]
         collective(
@@ -82,10 +87,16 @@ def _stack(batches: Iterable[Batch], cfg: InnerConfig) -> torch.Tensor:
     return torch.stack(micro[:whole]).long()
 
 
-def _header(model: nn.Module, optimizer: torch.optim.Optimizer, cfg: InnerConfig,
-            stacked: torch.Tensor) -> dict:  # fmt: skip
+def _header(
+    model: nn.Module, optimizer: torch.optim.Optimizer, cfg: InnerConfig, stacked: torch.Tensor
+) -> dict:
     params = list(model.parameters())
     has_state = all("exp_avg" in optimizer.state.get(p, {}) for p in params)
     steps = [float(optimizer.state[p]["step"]) for p in params] if has_state else None
-    return {"op": "train", "model": model.config.model_dump(), "inner": cfg.model_dump(),
-            "shape": list(stacked.shape), "adam_steps": steps}  # fmt: skip
+    return {
+        "op": "train",
+        "model": model.config.model_dump(),
+        "inner": cfg.model_dump(),
+        "shape": list(stacked.shape),
+        "adam_steps": steps,
+    }

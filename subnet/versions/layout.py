@@ -74,20 +74,23 @@ def expect_checkpoint(run: str, holder: str, version: int, lane: str | None = No
 
 def expect_patch(run: str, holder: str, version: int, lane: str | None = None) -> Expected:
     """What the patch envelope of `version` must say: it applies to version - 1."""
-    return Expected(run, version, ObjectKind.MODEL_PATCH, holder, base_version=version - 1,
-                    lane=lane)  # fmt: skip
+    return Expected(
+        run, version, ObjectKind.MODEL_PATCH, holder, base_version=version - 1, lane=lane
+    )
 
 
 def expect_delta(run: str, holder: str, version: int, lane: str | None = None) -> Expected:
     """What the delta envelope of `version` must say: it applies to version - 1."""
-    return Expected(run, version, ObjectKind.MODEL_DELTA, holder, base_version=version - 1,
-                    lane=lane)  # fmt: skip
+    return Expected(
+        run, version, ObjectKind.MODEL_DELTA, holder, base_version=version - 1, lane=lane
+    )
 
 
 def expect_manifest(run: str, holder: str, version: int, lane: str | None = None) -> Expected:
     """What the write-once manifest envelope of `version` must say."""
-    return Expected(run, version, ObjectKind.MODEL_MANIFEST, holder, base_version=version,
-                    lane=lane)  # fmt: skip
+    return Expected(
+        run, version, ObjectKind.MODEL_MANIFEST, holder, base_version=version, lane=lane
+    )
 
 
 def expect_pointer(run: str, holder: str, lane: str | None = None) -> Expected:

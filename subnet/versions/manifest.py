@@ -144,6 +144,9 @@ def _manifest_of(envelope: Envelope, run: str, holder: str, lane: str | None) ->
     want_delta = layout.delta_key(run, holder, v, lane) if v and not manifest.patch_key else None
     want_checkpoint = layout.checkpoint_key(run, holder, manifest.checkpoint_version, lane)
     if (manifest.patch_key, manifest.delta_key, manifest.checkpoint_key) != (
-        want_patch, want_delta, want_checkpoint):  # fmt: skip
+        want_patch,
+        want_delta,
+        want_checkpoint,
+    ):
         raise SyncError("bad_manifest", f"version {v} names keys outside the layout")
     return manifest

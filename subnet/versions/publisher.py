@@ -160,8 +160,9 @@ class VersionPublisher:
         if committed is not None:
             if (committed.digest, committed.window) == (digest, window):
                 # Our own earlier attempt got as far as the manifest (then the pointer failed).
-                logger.info("version {} is already committed for window {}; finishing it",
-                            version, window)  # fmt: skip
+                logger.info(
+                    "version {} is already committed for window {}; finishing it", version, window
+                )
                 self._write_pointer(committed)
                 return committed
             # Committed with another model: never write under a committed version.
@@ -237,9 +238,13 @@ class VersionPublisher:
             return None
         state = self._state_of(manifest, local)
         if hint is None or hint.version != manifest.version:
-            logger.warning("latest pointer {} version {}; repairing it",
-                           "missing or invalid, committed" if hint is None
-                           else f"names version {hint.version}, committed", manifest.version)  # fmt: skip
+            logger.warning(
+                "latest pointer {} version {}; repairing it",
+                "missing or invalid, committed"
+                if hint is None
+                else f"names version {hint.version}, committed",
+                manifest.version,
+            )
             self._write_pointer(manifest)
         self._head, self._resumed = _Head(manifest, state), True
         logger.info("resuming after published model version {}", manifest.version)
@@ -253,8 +258,9 @@ class VersionPublisher:
             state = snapshot(local[1])
             if state_digest(state).hex() == manifest.digest:
                 return state
-        syncer = ModelSync(self.store, self.signer.ss58_address, self.run,
-                           max_bytes=self.max_bytes, lane=self.lane)  # fmt: skip
+        syncer = ModelSync(
+            self.store, self.signer.ss58_address, self.run, max_bytes=self.max_bytes, lane=self.lane
+        )
         try:
             state, _ = syncer.sync_to(manifest, *(local or (None, None)))
         except SyncError as exc:
@@ -271,7 +277,9 @@ def _reproduces(previous: _Head, delta: SparseDelta, digest: str) -> bool:
         logger.warning("the merge's delta does not decode ({}); publishing a patch", exc)
         return False
     if state_digest(rebuilt).hex() != digest:
-        logger.warning("the merge's delta does not rebuild the state against version {}; "
-                       "publishing a patch", previous.manifest.version)  # fmt: skip
+        logger.warning(
+            "the merge's delta does not rebuild the state against version {}; publishing a patch",
+            previous.manifest.version,
+        )
         return False
     return True

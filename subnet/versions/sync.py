@@ -104,8 +104,12 @@ class ModelSync:
                 got = "nothing" if hint is None else f"version {hint.version}"
                 raise SyncError("rollback", f"latest is {got}, already saw {self.highest_seen}")
             if hint is not None:
-                logger.warning("holder pointer names version {}, but version {} is committed: "
-                               "ignoring the stale pointer", hint.version, self._seen.version)  # fmt: skip
+                logger.warning(
+                    "holder pointer names version {}, but version {} is committed: "
+                    "ignoring the stale pointer",
+                    hint.version,
+                    self._seen.version,
+                )
             known = self._seen
         if known is not None and self._seen is not None and known.version > self._seen.version:
             # The pointer moved forward since the last call: signed and written after its

@@ -35,8 +35,9 @@ class WeightsSet:
 class WeightSink(Protocol):
     """Takes a scorer's moving scores (hotkey -> score) once per window."""
 
-    def offer(self, moving: Mapping[str, float], roster: Roster, *, window: int,
-              last_tick: int) -> WeightsSet | None:  # fmt: skip
+    def offer(
+        self, moving: Mapping[str, float], roster: Roster, *, window: int, last_tick: int
+    ) -> WeightsSet | None:
         """Submit if due (``last_tick``: tick of the last successful submission); None if not."""
         ...
 
@@ -44,8 +45,9 @@ class WeightSink(Protocol):
 class NoWeights:
     """Scores stay local (topologies whose scores only feed merges)."""
 
-    def offer(self, moving: Mapping[str, float], roster: Roster, *, window: int,
-              last_tick: int) -> WeightsSet | None:  # fmt: skip
+    def offer(
+        self, moving: Mapping[str, float], roster: Roster, *, window: int, last_tick: int
+    ) -> WeightsSet | None:
         """Never due."""
         return None
 
@@ -53,19 +55,33 @@ class NoWeights:
 class SignedWeights:
     """Normalized scores as a signed object on ``lane`` for a consensus slot, every window."""
 
-    def __init__(self, store: ObjectStore, signer: Signer, run: str, lane: str,
-                 kind: ObjectKind = ObjectKind.WEIGHTS) -> None:  # fmt: skip
+    def __init__(
+        self,
+        store: ObjectStore,
+        signer: Signer,
+        run: str,
+        lane: str,
+        kind: ObjectKind = ObjectKind.WEIGHTS,
+    ) -> None:
         self.store, self.signer, self.run, self.lane, self.kind = store, signer, run, lane, kind
 
-    def offer(self, moving: Mapping[str, float], roster: Roster, *, window: int,
-              last_tick: int) -> WeightsSet | None:  # fmt: skip
+    def offer(
+        self, moving: Mapping[str, float], roster: Roster, *, window: int, last_tick: int
+    ) -> WeightsSet | None:
         """Publish this window's weights (members only); write-once, so a retry is a no-op."""
         weights = normalize({hk: s for hk, s in moving.items() if hk in roster})
         if not weights:
             return None
         ordered = dict(sorted(weights.items()))
         tensor = torch.tensor(list(ordered.values()), dtype=torch.float32)
-        publish_envelope(self.store, signer=self.signer, run=self.run, kind=self.kind,
-                         window=window, tensors={"weights": tensor}, lane=self.lane,
-                         metadata={"weights": json.dumps(ordered)})  # fmt: skip
+        publish_envelope(
+            self.store,
+            signer=self.signer,
+            run=self.run,
+            kind=self.kind,
+            window=window,
+            tensors={"weights": tensor},
+            lane=self.lane,
+            metadata={"weights": json.dumps(ordered)},
+        )
         return WeightsSet(True, "published", window, ordered)

@@ -30,8 +30,9 @@ class ChainWeights:
             self._tempo = int(self.chain.metagraph().tempo)
         return self._tempo
 
-    def offer(self, moving: Mapping[str, float], roster: Roster, *, window: int,
-              last_tick: int) -> WeightsSet | None:  # fmt: skip
+    def offer(
+        self, moving: Mapping[str, float], roster: Roster, *, window: int, last_tick: int
+    ) -> WeightsSet | None:
         """Submit ``{uid: weight}`` when a tempo has passed since ``last_tick``."""
         block = self.chain.block()
         if block - last_tick < self.tempo():
@@ -43,5 +44,6 @@ class ChainWeights:
             return None
         outcome = self.chain.set_weights(self.wallet, weights)
         self._tempo = None
-        return WeightsSet(outcome.ok, outcome.reason, outcome.block,
-                          {str(k): v for k, v in weights.items()})  # fmt: skip
+        return WeightsSet(
+            outcome.ok, outcome.reason, outcome.block, {str(k): v for k, v in weights.items()}
+        )

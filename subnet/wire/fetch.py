@@ -52,9 +52,13 @@ def fetch_envelope(
     `ObjectNotFound` / `StorageError` through: absence and outages are not the sender's fault.
     """
     key = object_key(
-        expected.run, expected.kind, expected.window, expected.sender, lane=expected.lane,
+        expected.run,
+        expected.kind,
+        expected.window,
+        expected.sender,
+        lane=expected.lane,
         version=expected.version,
-    )  # fmt: skip
+    )
     try:
         blob = store.get(key, max_bytes)
     except ObjectTooLarge as exc:

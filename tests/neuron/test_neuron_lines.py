@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from subnet.neuron.actions.sweep import point_of
+from subnet.neuron.bindings import lane_data_rule
 from subnet.neuron.lines import build_lines, step_inner
-from subnet.neuron.rules import lane_data_rule
 from subnet.storage.keys import PROTOCOL_VERSION
 from subnet.topology import Template
 

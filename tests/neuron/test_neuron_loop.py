@@ -14,6 +14,7 @@ from subnet.membership import Member, Roster, StaticMembership
 from subnet.monitor import MetricsSink
 from subnet.neuron import gates
 from subnet.neuron.base import BaseNeuron
+from subnet.neuron.rules import STOP_RULES
 from subnet.neuron.runtime import Runtime
 from subnet.node.entry import run_until_stopped
 from subnet.storage.base import StorageError
@@ -63,6 +64,8 @@ class Recorder(BaseNeuron):
         self.calls.append(("report", step.window))
 
     actions = {"work": work, "report": report}
+    gates = gates.GATES  # the dict the tests below add gates to
+    stop_rules = STOP_RULES
 
     def state(self):
         return {"note": "x"}, {"w": self.weights}

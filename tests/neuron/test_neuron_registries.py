@@ -10,11 +10,13 @@ day one lands, its test passes and the entry must go.
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from subnet.membership import Member, Roster
 from subnet.neuron.registry import REGISTRIES, ROLE_CLASSES
-from subnet.topology import Template, TopologySpec, builtin_specs, compile_plan
+from subnet.topology import PlanError, Template, TopologySpec, builtin_specs, compile_plan
 from subnet.topology.params import resolve, substitute
+from subnet.topology.spec import parse_spec
 
 # (what, name) -> the issue it lands with. Empty: every name the builtin specs use has code (a
 # name a new spec adds before its code lands goes here as a strict expected failure).
@@ -101,3 +103,36 @@ def test_every_registered_action_is_a_method_of_its_role_class():
         assert cls.role == name
         for action, method in cls.actions.items():
             assert getattr(cls, method.__name__) is method, (name, action)
+
+
+def _with_step_params(ref: str, slot: str, index: int, params: dict) -> TopologySpec:
+    """Builtin spec ``ref`` as a file would state it, with one step's ``params`` replaced."""
+    spec = next(s for s in builtin_specs() if s.ref == ref)
+    data = spec.model_dump(by_alias=True, exclude_none=True)
+    data["roles"][slot]["steps"][index]["params"] = params
+    return parse_spec(data, "test")
+
+
+def test_a_misspelled_step_parameter_is_a_compile_error_naming_the_spec_and_key():
+    spec = _with_step_params(
+        "@beam/diloco@1.0.0", "worker", 0, {"inner_steps": 3, "keep_optimiser": True}
+    )
+    with pytest.raises(PlanError) as error:
+        compile_plan(spec, Template(topology=spec.ref), full_roster(spec), REGISTRIES)
+    assert error.value.reason == "unknown_param"
+    assert "@beam/diloco@1.0.0" in str(error.value) and "'keep_optimiser'" in str(error.value)
+
+
+def test_a_step_parameter_of_the_wrong_type_is_a_compile_error():
+    spec = _with_step_params("@beam/diloco@1.0.0", "worker", 0, {"inner_steps": "many"})
+    with pytest.raises(PlanError) as error:
+        compile_plan(spec, Template(topology=spec.ref), full_roster(spec), REGISTRIES)
+    assert error.value.reason == "bad_parameter" and "inner_steps" in str(error.value)
+
+
+@pytest.mark.parametrize("role", sorted(ROLE_CLASSES))
+def test_every_action_has_a_params_model_that_forbids_unknown_keys(role):
+    for action, model in REGISTRIES.step_params[role].items():
+        with pytest.raises(ValidationError):
+            model.model_validate({"no_such_key": 1})
+        assert action in ROLE_CLASSES[role].actions

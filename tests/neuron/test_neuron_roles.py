@@ -184,5 +184,5 @@ def test_all_uploads_holds_the_lead_until_every_worker_sent(world_with):
     assert merge.gates == ("all_uploads",)
     worker = Miner(world.runtimes["m1"])
     run_at(worker, 0)
-    assert not lead.gates_pass(Step(merge, 0, 6), last=9)  # m2 has not uploaded
-    assert lead.gates_pass(Step(merge, 0, 9), last=9)  # lapsed: merge what there is
+    assert lead.schedule.held_by(Step(merge, 0, 6), 9, lead) == "all_uploads"  # m2 is missing
+    assert lead.schedule.held_by(Step(merge, 0, 9), 9, lead) is None  # lapsed: merge what is in

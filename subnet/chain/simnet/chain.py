@@ -176,9 +176,15 @@ class SimChain:
             if existing is None:
                 block = self.state.block
                 subnet = Subnet(
-                    netuid, owner_coldkey, owner_hotkey, f"beam-{netuid}", f"b{netuid}",
-                    block, block, Hyperparams.from_dict(hparams or {}),
-                )  # fmt: skip
+                    netuid,
+                    owner_coldkey,
+                    owner_hotkey,
+                    f"beam-{netuid}",
+                    f"b{netuid}",
+                    block,
+                    block,
+                    Hyperparams.from_dict(hparams or {}),
+                )
                 self.state.put_subnet(subnet)
                 existing = subnet
         return {"netuid": netuid, "hparams": asdict(existing.hparams)}

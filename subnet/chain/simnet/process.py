@@ -40,12 +40,20 @@ class SimnetProcess:
         self.db.parent.mkdir(parents=True, exist_ok=True)
         self._process = spawn(
             [
-                sys.executable, "-m", "subnet.chain.simnet", "--port", "0",
-                "--port-file", str(port_file), "--db", str(self.db),
-                "--block-time", str(self.block_time),
+                sys.executable,
+                "-m",
+                "subnet.chain.simnet",
+                "--port",
+                "0",
+                "--port-file",
+                str(port_file),
+                "--db",
+                str(self.db),
+                "--block-time",
+                str(self.block_time),
             ],
             self.log,
-        )  # fmt: skip
+        )
         deadline = time.monotonic() + timeout
         while not (port_file.exists() and port_file.read_text()):
             if self._process.poll() is not None or time.monotonic() > deadline:

@@ -90,9 +90,12 @@ class SimnetServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(
-        self, db_path: str | Path, host: str = "127.0.0.1", port: int = 9945,
+        self,
+        db_path: str | Path,
+        host: str = "127.0.0.1",
+        port: int = 9945,
         block_time: float = 1.0,
-    ) -> None:  # fmt: skip
+    ) -> None:
         if not ipaddress.ip_address(host).is_loopback:
             raise ValueError(f"simnet binds only to loopback addresses, not {host}")
         self.chain = SimChain(ChainState(db_path), block_time=block_time)

@@ -203,10 +203,21 @@ class ChainState:
         self._exec(
             "INSERT OR REPLACE INTO neurons VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
-                n.netuid, n.uid, n.hotkey, n.coldkey, n.registered_at, n.last_update,
-                int(n.permit), n.rank, n.trust, n.consensus, n.incentive, n.dividends, n.emission,
+                n.netuid,
+                n.uid,
+                n.hotkey,
+                n.coldkey,
+                n.registered_at,
+                n.last_update,
+                int(n.permit),
+                n.rank,
+                n.trust,
+                n.consensus,
+                n.incentive,
+                n.dividends,
+                n.emission,
             ),
-        )  # fmt: skip
+        )
 
     # Accounts ------------------------------------------------------------------------------
 

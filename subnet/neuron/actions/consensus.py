@@ -34,8 +34,9 @@ def median_weights(
     return merge_weights(reports, trusted, dict.fromkeys(miners, 1)) if miners else {}
 
 
-def consensus_rule(reports: Mapping[str, Mapping[str, float]], trusted: Set[str],
-                   units: Mapping[str, int]) -> dict[str, float]:  # fmt: skip
+def consensus_rule(
+    reports: Mapping[str, Mapping[str, float]], trusted: Set[str], units: Mapping[str, int]
+) -> dict[str, float]:
     """Merge weights: the consensus vector (``reports`` are the trusted weight objects), over the
     contributors present; units when no weight object came."""
     return merge_weights(reports, trusted, units)
@@ -58,10 +59,12 @@ def consensus(holder: Any, step: Step) -> Consensus:
     weights = median_weights(reports, trusted)
     message = WeightsMeta(scores=weights)  # the holder reads it like a report's scores
     key = put_message(holder.rt, ObjectKind.WEIGHTS, step.window, step.lane, message)
-    holder.rt.metrics.log("consensus", window=step.window, weights=weights,
-                          validators=sorted(reports))  # fmt: skip
-    logger.info("window {}: consensus of {} reports over {} miners", step.window, len(reports),
-                len(weights))  # fmt: skip
+    holder.rt.metrics.log(
+        "consensus", window=step.window, weights=weights, validators=sorted(reports)
+    )
+    logger.info(
+        "window {}: consensus of {} reports over {} miners", step.window, len(reports), len(weights)
+    )
     return Consensus(step.window, weights, sorted(reports), key)
 
 

@@ -19,14 +19,16 @@ from typing import Any
 
 from loguru import logger
 
+from ...data import TokenDataset
 from ...storage.keys import ObjectKind
 from ...wire import GrantMeta
+from ..runtime import Runtime
 from ..steps import Step
 from .presence import objects_present
 from .signed import get_message, lane_of_kind, put_message
 
 
-def unit_samples(rt: Any) -> int:
+def unit_samples(rt: Runtime) -> int:
     """Samples in one data unit: one inner step's micro-batches."""
     inner = rt.cfg.protocol.inner
     return inner.micro_batch * inner.accumulation
@@ -37,8 +39,10 @@ def allocate(members: list[str], units: int, round_: int, total_units: int) -> d
     if total_units <= 0:
         raise ValueError("no data units to grant")
     start = round_ * len(members) * units
-    return {hk: [(start + i * units + j) % total_units for j in range(units)]
-            for i, hk in enumerate(sorted(members))}  # fmt: skip
+    return {
+        hk: [(start + i * units + j) % total_units for j in range(units)]
+        for i, hk in enumerate(sorted(members))
+    }
 
 
 def unit_ids(unit: int, size: int) -> list[int]:
@@ -46,7 +50,7 @@ def unit_ids(unit: int, size: int) -> list[int]:
     return list(range(unit * size, (unit + 1) * size))
 
 
-def grants_for(rt: Any, window: int) -> dict[str, list[int]]:
+def grants_for(rt: Runtime, window: int) -> dict[str, list[int]]:
     """The units granted for ``window`` by the members holding ``data.grant`` (first wins)."""
     lane = lane_of_kind(rt, ObjectKind.DATA_GRANT)
     if lane is None:
@@ -63,12 +67,13 @@ def grants_for(rt: Any, window: int) -> dict[str, list[int]]:
     return out
 
 
-def granted(rt: Any, data: Any, window: int) -> Callable[[str], list[int]]:
+def granted(rt: Runtime, data: TokenDataset, window: int) -> Callable[[str], list[int]]:
     """Data rule: ``hotkey -> sample ids`` of the units granted to it for ``window``."""
     grants, size = grants_for(rt, window), unit_samples(rt)
     total = data.split_samples("train")
-    return lambda hotkey: [i for u in grants.get(hotkey, []) for i in unit_ids(u, size)
-                           if i < total]  # fmt: skip
+    return lambda hotkey: [
+        i for u in grants.get(hotkey, []) for i in unit_ids(u, size) if i < total
+    ]
 
 
 def granted_gate(neuron: Any, step: Step) -> bool:
@@ -88,12 +93,17 @@ def granted_uploads(neuron: Any, step: Step) -> bool:
     return True
 
 
-def trainers(rt: Any) -> list[str]:
+def trainers(rt: Runtime) -> list[str]:
     """Members present in a slot writing a gradient lane, with ``runs.train``."""
-    slots = {s for lane in rt.plan.lanes.values() if lane.kind == ObjectKind.GRADIENT.value
-             for s in lane.writers}  # fmt: skip
-    return sorted({hk for s in slots for hk in rt.roster.in_slot(s)
-                   if rt.roster.may(hk, "runs.train")})  # fmt: skip
+    slots = {
+        s
+        for lane in rt.plan.lanes.values()
+        if lane.kind == ObjectKind.GRADIENT.value
+        for s in lane.writers
+    }
+    return sorted(
+        {hk for s in slots for hk in rt.roster.in_slot(s) if rt.roster.may(hk, "runs.train")}
+    )
 
 
 @dataclass
@@ -109,15 +119,22 @@ class Admitted:
 def admit(holder: Any, step: Step) -> Admitted:
     """Action: re-read membership now and admit the trainers present for the next round."""
     holder.reread()
-    before = set(getattr(holder, "admitted", None) or [])
+    before = set(holder.admitted or [])
     members = trainers(holder.rt)
-    result = Admitted(step.window, members, sorted(set(members) - before),
-                      sorted(before - set(members)))  # fmt: skip
+    result = Admitted(
+        step.window, members, sorted(set(members) - before), sorted(before - set(members))
+    )
     holder.admitted = members
-    holder.rt.metrics.log("admitted", window=step.window, members=members, joined=result.joined,
-                          left=result.left)  # fmt: skip
-    logger.info("round {}: admitted {} (joined {}, left {})", step.window + 1, len(members),
-                len(result.joined), len(result.left))  # fmt: skip
+    holder.rt.metrics.log(
+        "admitted", window=step.window, members=members, joined=result.joined, left=result.left
+    )
+    logger.info(
+        "round {}: admitted {} (joined {}, left {})",
+        step.window + 1,
+        len(members),
+        len(result.joined),
+        len(result.left),
+    )
     return result
 
 
@@ -133,9 +150,7 @@ class Grant:
 def grant_data(holder: Any, step: Step) -> Grant:
     """Action: grant the next round's data units to the admitted trainers, one signed object."""
     rt = holder.rt
-    members = getattr(holder, "admitted", None)
-    if members is None:
-        members = trainers(rt)
+    members = holder.admitted if holder.admitted is not None else trainers(rt)
     units = int(step.params.get("units", 1))
     total = holder.data.split_samples("train") // unit_samples(rt)
     grants = allocate(members, units, step.window + 1, total)

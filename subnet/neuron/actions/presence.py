@@ -12,9 +12,13 @@ from ...storage.keys import ObjectKind, object_key
 
 
 def objects_present(
-    rt: Any, kind: ObjectKind, lane: str, window: int, hotkeys: Iterable[str],
+    rt: Any,
+    kind: ObjectKind,
+    lane: str,
+    window: int,
+    hotkeys: Iterable[str],
     read: Callable[[str], ObjectStore | None] | None = None,
-) -> bool:  # fmt: skip
+) -> bool:
     """True when each of ``hotkeys`` has its ``kind`` object for ``window`` on ``lane``.
 
     ``read`` maps a hotkey to where its objects are read (default ``rt.reader``); a sender with

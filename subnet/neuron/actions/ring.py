@@ -20,7 +20,9 @@ from loguru import logger
 from ...storage.base import StorageError
 from ...storage.keys import ObjectKind, object_key
 from ...training import load_parameters, snapshot
-from ...wire import Expected, Reason, Rejected, fetch_envelope, publish_envelope
+from ...wire import Expected, Reason, Rejected, fetch_envelope
+from ..merge_result import MergeResult
+from ..runtime import Runtime
 from ..steps import Step
 from .presence import present
 
@@ -47,24 +49,34 @@ def trained_state(miner: Any) -> dict[str, torch.Tensor]:
 def publish_model(miner: Any, window: int, upload: Any, lane: str | None = None) -> None:
     """Publish the trained model (not the update) on a ``checkpoint`` lane, signed."""
     rt = miner.rt
-    key, _ = publish_envelope(
-        rt.store, signer=rt.signer, run=rt.cfg.protocol.run, kind=ObjectKind.CHECKPOINT,
-        window=window, tensors=trained_state(miner), base_version=miner.replica.version,
-        metadata=upload.metadata, lane=lane, plan=rt.plan.digest,
-    )  # fmt: skip
+    key, _ = rt.publish(
+        ObjectKind.CHECKPOINT,
+        window,
+        trained_state(miner),
+        lane=lane,
+        metadata=upload.metadata,
+        base_version=miner.replica.version,
+    )
     upload.key = key
     logger.info("published model for window {} on {}", window, lane)
 
 
-def fetch_model(rt: Any, hotkey: str, window: int, lane: str,
-                shapes: Mapping[str, tuple[int, ...]], max_bytes: int) -> dict[str, torch.Tensor]:  # fmt: skip
+def fetch_model(
+    rt: Runtime,
+    hotkey: str,
+    window: int,
+    lane: str,
+    shapes: Mapping[str, tuple[int, ...]],
+    max_bytes: int,
+) -> dict[str, torch.Tensor]:
     """``hotkey``'s verified model for ``window`` on ``lane``: ``Rejected`` if it is not one
     (another plan, shapes that differ, values not finite), ``StorageError`` if it is absent."""
     reader = rt.reader(hotkey)
     if reader is None:
         raise Rejected(Reason.NO_BUCKET, f"no readable bucket for {hotkey}")
-    expected = Expected(rt.cfg.protocol.run, window, ObjectKind.CHECKPOINT, hotkey, lane=lane,
-                        plan=rt.plan.digest)  # fmt: skip
+    expected = Expected(
+        rt.cfg.protocol.run, window, ObjectKind.CHECKPOINT, hotkey, lane=lane, plan=rt.plan.digest
+    )
     envelope = fetch_envelope(reader, expected, None, max_bytes=max_bytes)  # finite floats
     tensors = dict(envelope.tensors)
     if {k: tuple(v.shape) for k, v in tensors.items()} != dict(shapes):
@@ -82,7 +94,7 @@ def unusable(window: int, which: str, hotkey: str, error: Exception) -> None:
     log.warning("window {}: {} model of {} unusable ({})", window, which, hotkey[:8], why)
 
 
-def ring_lane(rt: Any, step: Step) -> str:
+def ring_lane(rt: Runtime, step: Step) -> str:
     """The checkpoint lane the step reads."""
     return next(n for n in step.plan.reads if rt.plan.lanes[n].kind == ObjectKind.CHECKPOINT.value)
 
@@ -124,11 +136,9 @@ def mix(miner: Any, step: Step) -> Mixed:
     return Mixed(window, pred, weight)
 
 
-def final_merge(holder: Any, step: Step) -> Any:
+def final_merge(holder: Any, step: Step) -> MergeResult:
     """Action (holder): average the final models (those on the lanes read: the gossip
     workers'; and the holder's own sweep points' models) and publish the result."""
-    from ..holder import MergeResult  # the holder imports this module for its actions dict
-
     rt, window = holder.rt, step.window
     lanes = [n for n in step.plan.reads if rt.plan.lanes[n].kind == ObjectKind.CHECKPOINT.value]
     params = snapshot(holder.model)
@@ -140,8 +150,7 @@ def final_merge(holder: Any, step: Step) -> Any:
                 models[hotkey] = fetch_model(rt, hotkey, window, lane, shapes, 1 << 31)
             except Exception as error:  # noqa: BLE001 - that worker's model, not the merge
                 unusable(window, "final", hotkey, error)
-    points = getattr(holder, "points", None)
-    models |= points.final_models() if points is not None else {}
+    models |= holder.points.final_models()
     if not models:
         logger.info("window {}: no final models to merge", window)
         return MergeResult(window, False)

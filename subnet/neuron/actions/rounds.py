@@ -70,9 +70,16 @@ def loss_below(neuron: Any, table: Mapping[str, Any]) -> bool:
             return False
         mark = FinalMeta(final=FinalMark(window=window, loss=loss))
         put_message(rt, ObjectKind.RUN_FINAL, window, FINAL_LANE, mark)
-        logger.info("loss {:.4f} below {}: final marker for window {} published", loss,
-                    table["threshold"], window)  # fmt: skip
+        logger.info(
+            "loss {:.4f} below {}: final marker for window {} published",
+            loss,
+            table["threshold"],
+            window,
+        )
         return True
     # The marker for the window before ours is enough: the decider merges after our last step.
-    return any(get_message(rt, by, ObjectKind.RUN_FINAL, w, FINAL_LANE, FinalMeta) is not None
-               for w in (window, window - 1) if w >= 0)  # fmt: skip
+    return any(
+        get_message(rt, by, ObjectKind.RUN_FINAL, w, FINAL_LANE, FinalMeta) is not None
+        for w in (window, window - 1)
+        if w >= 0
+    )

@@ -9,9 +9,10 @@ split size, window), so readers check receipts against the same ids.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-from ..rules import samples_per_window
+from ...data import TokenDataset
+from ..bindings import samples_per_window
+from ..runtime import Runtime
 from .grants import trainers
 
 
@@ -27,7 +28,7 @@ def share_ids(share: range, window: int, n: int) -> list[int]:
     return [share[(window * n + j) % len(share)] for j in range(min(n, len(share)))]
 
 
-def file_shares(rt: Any, data: Any, window: int) -> Callable[[str], list[int]]:
+def file_shares(rt: Runtime, data: TokenDataset, window: int) -> Callable[[str], list[int]]:
     """Data rule: ``hotkey -> sample ids`` from its own share (empty for a non-trainer)."""
     members, total, n = trainers(rt), data.split_samples("train"), samples_per_window(rt)
 

@@ -12,7 +12,7 @@ from loguru import logger
 
 from ...storage.base import StorageError
 from ...storage.keys import ObjectKind
-from ...wire import Expected, Message, Rejected, fetch_envelope, publish_envelope
+from ...wire import Expected, Message, Rejected, fetch_envelope
 from ...wire.schema import M
 from ..runtime import Runtime
 
@@ -23,17 +23,7 @@ def put_message(
     rt: Runtime, kind: ObjectKind, window: int, lane: str | None, message: Message
 ) -> str:
     """Sign and write ``message`` once as our object of ``kind``; returns its key."""
-    key, _ = publish_envelope(
-        rt.store,
-        signer=rt.signer,
-        run=rt.cfg.protocol.run,
-        kind=kind,
-        window=window,
-        tensors={"none": torch.zeros(1)},
-        lane=lane,
-        metadata=message.wire(),
-        plan=rt.plan.digest,
-    )
+    key, _ = rt.publish(kind, window, {"none": torch.zeros(1)}, lane=lane, metadata=message.wire())
     return key
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import NotReady
+from ..runtime import Runtime
 from ..steps import Step
 from .grants import trainers
 
@@ -32,7 +33,7 @@ def point_stream(lane: str, index: int) -> str:
     return f"{lane}.p{int(index)}"
 
 
-def point_of(rt: Any, params: Mapping[str, Any]) -> tuple[int, float] | None:
+def point_of(rt: Runtime, params: Mapping[str, Any]) -> tuple[int, float] | None:
     """``(index, value)`` of the sweep point this member trains; None for a step with no points.
 
     NotReady while this member is not among the trainers (the assignment needs its place).
@@ -61,6 +62,7 @@ def fan_out(holder: Any, step: Step) -> FanOut:
     values = [float(p) for p in step.params.get("points", [])]
     points = assign_points(trainers(holder.rt), values)
     holder.points.start(values)
-    holder.rt.metrics.log("fan_out", window=step.window, points=points,
-                          streams=holder.points.streams())  # fmt: skip
+    holder.rt.metrics.log(
+        "fan_out", window=step.window, points=points, streams=holder.points.streams()
+    )
     return FanOut(step.window, points)

@@ -20,7 +20,8 @@ from loguru import logger
 from ...storage.keys import ObjectKind
 from ...versions import SyncError
 from ...wire import GradientMeta, Reason, publish_envelope
-from ..rules import DATA_RULES, samples_per_window
+from ..bindings import samples_per_window
+from ..runtime import Runtime
 from ..steps import Step
 from ..uploads import Received, collect_uploads
 from .presence import objects_present
@@ -45,16 +46,18 @@ def combine(parts: Sequence[tuple[Delta, float]]) -> dict[str, torch.Tensor]:
     if total <= 0:
         raise ArithmeticError("no weight to combine")
     names = parts[0][0].keys()
-    return {k: sum(d[k].double() * (w / total) for d, w in parts).to(parts[0][0][k].dtype)
-            for k in names}  # fmt: skip
+    return {
+        k: sum(d[k].double() * (w / total) for d, w in parts).to(parts[0][0][k].dtype)
+        for k in names
+    }
 
 
-def fanout_of(rt: Any, step: Step) -> int:
+def fanout_of(rt: Runtime, step: Step) -> int:
     """The tree's fanout: the step's ``fanout``, else the aggregation's ``tree_fanout``, else 2."""
     return int(step.params.get("fanout", rt.plan.aggregation.get("tree_fanout", 2)))
 
 
-def tree_senders(rt: Any, lane: str) -> list[str] | None:
+def tree_senders(rt: Runtime, lane: str) -> list[str] | None:
     """Whose uploads on ``lane`` a merge reads: the tree root alone when the plan aggregates by a
     tree (``tree_fanout``), else None (every writer)."""
     if "tree_fanout" not in rt.plan.aggregation:
@@ -62,7 +65,7 @@ def tree_senders(rt: Any, lane: str) -> list[str] | None:
     return rt.writers(lane)[:1]
 
 
-def children_of(rt: Any, lane: str, fanout: int) -> list[str]:
+def children_of(rt: Runtime, lane: str, fanout: int) -> list[str]:
     """The members whose partials on ``lane`` this member waits for: its tree children, or the
     root for a reader that is not in the tree (the lead)."""
     workers = rt.writers(lane)
@@ -100,8 +103,8 @@ def reduce(miner: Any, step: Step) -> Partial:
     A child whose partial cannot be read, is refused, or fails while it is combined (any
     exception) is left out with its subtree, logged with its reason; the others still go up."""
     rt, window = miner.rt, step.window
-    own = getattr(miner, "trained", None)
-    if own is None or getattr(miner, "trained_window", None) != window:
+    own = miner.trained
+    if own is None or miner.trained_window != window:
         raise SyncError("not_trained", f"nothing trained in window {window} to reduce")
     lane, fanout = step.lane, fanout_of(rt, step)
     workers = rt.writers(lane)
@@ -112,10 +115,16 @@ def reduce(miner: Any, step: Step) -> Partial:
     parts: list[tuple[Delta, float]] = [(miner.compressor.decode(own.payload, shapes), 1.0)]
     losses = [] if mine.loss is None else [(mine.loss, 1.0)]
     kids = [workers[c] for c in tree_children(index, len(workers), fanout)]
-    got = collect_uploads(rt, window, kids, base_version=miner.replica.version,
-                          compressor=miner.compressor, shapes=shapes,
-                          assigned=DATA_RULES[rt.plan.data_rule](rt, miner.data, window),
-                          lane=lane)  # fmt: skip
+    got = collect_uploads(
+        rt,
+        window,
+        kids,
+        base_version=miner.replica.version,
+        compressor=miner.compressor,
+        shapes=shapes,
+        assigned=miner.assigned(rt.plan.data_rule, window),
+        lane=lane,
+    )
     covered: dict[str, int] = {}
     for hotkey, upload in sorted(got.accepted.items()):
         cap = subtree_size(workers.index(hotkey), len(workers), fanout)
@@ -130,18 +139,29 @@ def reduce(miner: Any, step: Step) -> Partial:
         if upload.meta.loss is not None:
             losses.append((upload.meta.loss, float(members)))
     for hotkey in sorted(set(kids) - set(covered)):
-        logger.warning("window {}: no usable partial from child {} ({}); its subtree is left "
-                       "out", window, hotkey[:8], got.rejected.get(hotkey, "missing"))  # fmt: skip
+        logger.warning(
+            "window {}: no usable partial from child {} ({}); its subtree is left out",
+            window,
+            hotkey[:8],
+            got.rejected.get(hotkey, "missing"),
+        )
     mean = combine(parts)
     members = 1 + sum(covered.values())
     loss = sum(v * w for v, w in losses) / sum(w for _, w in losses) if losses else None
     update = {"members": members, "subtree_samples": members * per_member, "loss": loss}
     sent = mine.model_copy(update=update)
     key, _ = publish_envelope(
-        rt.store, signer=rt.signer, run=rt.cfg.protocol.run, kind=ObjectKind.GRADIENT,
-        window=window, tensors=miner.compressor.encode(mean), base_version=miner.replica.version,
-        metadata=sent.wire(), lane=lane, plan=rt.plan.digest,
-    )  # fmt: skip
+        rt.store,
+        signer=rt.signer,
+        run=rt.cfg.protocol.run,
+        kind=ObjectKind.GRADIENT,
+        window=window,
+        tensors=miner.compressor.encode(mean),
+        base_version=miner.replica.version,
+        metadata=sent.wire(),
+        lane=lane,
+        plan=rt.plan.digest,
+    )
     rt.metrics.log("reduce", window=window, members=members, children=covered, loss=loss)
     logger.info("window {}: reduced {} members' updates, sent up on {}", window, members, lane)
     return Partial(window, members, covered, key)
@@ -154,5 +174,4 @@ def child_part(upload: Received, cap: int) -> tuple[tuple[Delta, float], int]:
     return (upload.decode(), float(members)), members
 
 
-__all__ = ["children_in", "combine", "reduce", "subtree_size", "tree_children",
-           "tree_senders"]  # fmt: skip
+__all__ = ["children_in", "combine", "reduce", "subtree_size", "tree_children", "tree_senders"]
