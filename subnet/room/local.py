@@ -30,7 +30,7 @@ from ..storage.commitment import ReadSettings, encode_commitment
 from ..storage.config import StorageConfig
 from ..storage.local_server import DUMMY_ACCESS_KEY_ID, DUMMY_SECRET_ACCESS_KEY, MotoServer
 from ..storage.s3 import S3Store
-from ..topology import DEFAULT_ROOM_TOPOLOGY, Template, load_spec
+from ..topology import Template, load_spec, specs_dir, template_from_file
 from ..topology.params import resolve, substitute
 from . import ops
 from .address import RoomAddress
@@ -45,7 +45,8 @@ KEYS = {"BEAM_S3_ACCESS_KEY_ID": DUMMY_ACCESS_KEY_ID,
         "BEAM_S3_SECRET_ACCESS_KEY": DUMMY_SECRET_ACCESS_KEY,
         "BEAM_S3_READ_ACCESS_KEY_ID": DUMMY_ACCESS_KEY_ID,
         "BEAM_S3_READ_SECRET_ACCESS_KEY": DUMMY_SECRET_ACCESS_KEY}  # fmt: skip
-SUBNET = DEFAULT_ROOM_TOPOLOGY
+# Subnet mode's topology (its template names it), the default of a local room run.
+SUBNET = template_from_file(specs_dir() / "templates" / "subnet.toml").topology
 # A local run's size where the topology leaves it to the template: small cohorts, H steps that
 # show the loss fall, and as many rounds as asked (a loss target of 0 runs them all). A --param
 # of the demo, or the card's own template, wins over these.

@@ -8,14 +8,13 @@ code before anything runs. Pure: no torch, no chain, no neuron imports (docs/top
 
 from .compiler import Registries, compile_plan, registry_gaps, spec_vocabulary
 from .errors import REASONS, PlanError
-from .loader import DEFAULT_ROOM_TOPOLOGY, builtin_specs, load_spec, load_spec_file, specs_dir
+from .loader import builtin_specs, load_spec, load_spec_file, specs_dir
 from .params import ParamSpec
 from .plan import LanePlan, RunPlan, SlotPlan, StepPlan
 from .spec import LaneSpec, RoleSpec, StepSpec, TopologySpec
 from .template import Template, parse_ref, template_from_file
 
 __all__ = [
-    "DEFAULT_ROOM_TOPOLOGY",
     "REASONS",
     "LanePlan",
     "LaneSpec",

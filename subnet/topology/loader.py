@@ -52,10 +52,6 @@ def _builtin_index() -> dict[str, TopologySpec]:
     return index
 
 
-# The topology a local room runs when none is named (``make demo-room``, ``scripts/demo_room.py``)
-DEFAULT_ROOM_TOPOLOGY = "@beam/scored-subnet@2.0.0"
-
-
 def builtin_specs() -> list[TopologySpec]:
     """Every builtin spec (all 13), sorted by name then version."""
     return sorted(
