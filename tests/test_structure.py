@@ -175,7 +175,7 @@ def import_graph() -> dict[str, set[str]]:
 
 
 # Circles another branch removes (the room cli and its commands); the merge empties this set.
-KNOWN_CIRCLES = {frozenset({"subnet.room.cli", "subnet.room.commands"})}
+KNOWN_CIRCLES: set[frozenset[str]] = set()  # none left
 
 
 def circles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
