@@ -50,24 +50,35 @@ class Attacker(Miner):
 
     def key(self, window: int, hotkey: str) -> str:
         """The object key of ``hotkey``'s upload of ``window`` on the gradient lane."""
-        return object_key(self.rt.cfg.protocol.run, ObjectKind.GRADIENT, window, hotkey,
-                          lane=self.lane)  # fmt: skip
+        return object_key(
+            self.rt.cfg.protocol.run, ObjectKind.GRADIENT, window, hotkey, lane=self.lane
+        )
 
     def metadata(self, window: int, tokens: str = "0") -> dict[str, str]:
         """What an honest upload's metadata says, for this attacker's own assignment."""
         ids = DATA_RULES[self.rt.plan.data_rule](self.rt, self.data, window)(self.rt.hotkey)
-        return {"receipt": sample_receipt(ids), "samples": str(len(ids)),
-                "steps": str(self.rt.cfg.protocol.inner.steps), "tokens": tokens,
-                "loss": "0.0"}  # fmt: skip
+        return {
+            "receipt": sample_receipt(ids),
+            "samples": str(len(ids)),
+            "steps": str(self.rt.cfg.protocol.inner.steps),
+            "tokens": tokens,
+            "loss": "0.0",
+        }
 
     def fetch(self, hotkey: str, window: int, base_version: int | None) -> Envelope | None:
         """``hotkey``'s verified upload of ``window``, or None if it is not (yet) readable."""
         reader = self.rt.readers.get(hotkey)
         if reader is None:
             return None
-        expected = Expected(self.rt.cfg.protocol.run, window, ObjectKind.GRADIENT, hotkey,
-                            base_version=base_version, lane=self.lane,
-                            plan=self.rt.plan.digest)  # fmt: skip
+        expected = Expected(
+            self.rt.cfg.protocol.run,
+            window,
+            ObjectKind.GRADIENT,
+            hotkey,
+            base_version=base_version,
+            lane=self.lane,
+            plan=self.rt.plan.digest,
+        )
         try:
             return fetch_envelope(reader, expected, None, max_bytes=self.rt.max_bytes)
         except (ObjectNotFound, StorageError, Rejected):
@@ -96,18 +107,31 @@ class Attacker(Miner):
 
     def envelope(self, window: int, upload: Upload) -> bytes:
         """``upload`` as this attacker's signed gradient envelope for ``window``."""
-        return encode_envelope(signer=self.rt.signer, run=self.rt.cfg.protocol.run,
-                               kind=ObjectKind.GRADIENT, window=window, tensors=upload.payload,
-                               base_version=self.replica.version, metadata=upload.metadata,
-                               lane=self.lane, plan=self.rt.plan.digest)  # fmt: skip
+        return encode_envelope(
+            signer=self.rt.signer,
+            run=self.rt.cfg.protocol.run,
+            kind=ObjectKind.GRADIENT,
+            window=window,
+            tensors=upload.payload,
+            base_version=self.replica.version,
+            metadata=upload.metadata,
+            lane=self.lane,
+            plan=self.rt.plan.digest,
+        )
 
     def commit_over(self, window: int, payload_sha256: str) -> None:
         """Write a commit to ``payload_sha256`` now, over whatever commit is there (the bucket is
         the attacker's own: write-once is a promise it need not keep)."""
         run = self.rt.cfg.protocol.run
         digest = commit_digest(run, self.lane, window, self.rt.hotkey, payload_sha256)
-        commit = encode_envelope(signer=self.rt.signer, run=run, kind=ObjectKind.GRADIENT_COMMIT,
-                                 window=window, tensors={}, metadata={"commit": digest},
-                                 lane=self.lane)  # fmt: skip
+        commit = encode_envelope(
+            signer=self.rt.signer,
+            run=run,
+            kind=ObjectKind.GRADIENT_COMMIT,
+            window=window,
+            tensors={},
+            metadata={"commit": digest},
+            lane=self.lane,
+        )
         key = object_key(run, ObjectKind.GRADIENT_COMMIT, window, self.rt.hotkey, lane=self.lane)
         self.rt.store.put(key, commit)

