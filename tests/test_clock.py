@@ -73,6 +73,28 @@ def test_time_clock_skips_to_the_newest_tick_after_a_long_step():
     assert fake.slept[-1] == 0.0
 
 
+def test_a_paced_time_clock_changes_tick_length_where_its_changes_say():
+    fake = FakeTime(100.0)
+    changes: list[tuple[int, float]] = []
+    clock = TimeClock(1.0, origin=100.0, pace=lambda: changes, time_fn=fake.time, sleep=fake.sleep)
+    changes.append((10, 3.0))  # ticks 10, 11, ... last 3 s: tick 10 starts at 110, 11 at 113
+    assert [clock.start_of(t) for t in (0, 9, 10, 11, 12)] == [100, 109, 110, 113, 116]
+    fake.t = 112.5
+    assert (clock.now(), clock.position(), clock.seconds) == (10, 10.833333333333334, 3.0)
+    ticks = clock.ticks()
+    assert next(ticks) == 11 and fake.slept[-1] == 0.5  # to 113, the boundary of the new length
+    assert next(ticks) == 12 and fake.slept[-1] == 3.0
+    changes.append((12, 0.5))  # a later change applies after the first (tick 12 at 116)
+    assert [clock.start_of(t) for t in (12, 13, 14)] == [116, 116.5, 117]
+    fake.t = 99.0  # before the origin: negative ticks of the first length
+    assert (clock.now(), clock.seconds) == (-1, 1.0)
+
+
+def test_a_paced_clock_ignores_a_change_out_of_order():
+    clock = TimeClock(2.0, pace=lambda: [(5, 1.0), (5, 9.0), (3, 9.0), (6, 0.0)])
+    assert clock.segments() == [(0, 0.0, 2.0), (5, 10.0, 1.0)]
+
+
 def test_time_clock_refuses_a_tick_of_no_length():
     with pytest.raises(ValueError):
         TimeClock(0)

@@ -8,8 +8,9 @@ a :class:`ManualClock`.
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol
 
 
@@ -48,10 +49,14 @@ class ManualClock:
 
 
 class TimeClock:
-    """Wall-clock ticks of ``seconds`` each since ``origin`` (unix time), for runs without a chain.
+    """Wall-clock ticks since ``origin`` (unix time), for runs without a chain.
 
-    Members agree on the tick as far as their clocks agree; windows many ticks long make a
-    second of skew harmless.
+    Ticks last ``seconds`` each, until a change ``pace()`` lists: ``(tick, seconds)`` pairs in
+    tick order, each saying that from that tick on a tick lasts ``seconds`` (a room's owner
+    fits the ticks to the work measured in the run, ahead of time, and every member reads the
+    same changes from the room's manifest). Members agree on the tick as far as their clocks
+    and their copies of the changes agree; windows many ticks long make a second of skew
+    harmless.
     """
 
     def __init__(
@@ -59,24 +64,55 @@ class TimeClock:
         seconds: float,
         origin: float = 0.0,
         *,
+        pace: Callable[[], Sequence[tuple[int, float]]] | None = None,
         time_fn: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if seconds <= 0:
             raise ValueError(f"tick length must be positive, got {seconds}")
-        self.seconds, self.origin = float(seconds), float(origin)
+        self.base, self.origin = float(seconds), float(origin)
+        self._pace = pace or (lambda: ())
         self._time, self._sleep = time_fn, sleep
+
+    def segments(self) -> list[tuple[int, float, float]]:
+        """``(first tick, its unix start time, seconds per tick)`` of each stretch of equal
+        ticks, in order; a change that does not follow the previous one is ignored."""
+        out = [(0, self.origin, self.base)]
+        for tick, seconds in self._pace():
+            first, start, length = out[-1]
+            if tick > first and seconds > 0:
+                out.append((tick, start + (tick - first) * length, float(seconds)))
+        return out
+
+    def position(self, at: float | None = None) -> float:
+        """Ticks since the origin at unix time ``at`` (default: now), with the fraction."""
+        t = self._time() if at is None else at
+        segments = self.segments()
+        first, start, length = next((s for s in reversed(segments) if s[1] <= t), segments[0])
+        return first + (t - start) / length
+
+    def start_of(self, tick: int) -> float:
+        """The unix time ``tick`` begins."""
+        first, start, length = next(
+            (s for s in reversed(self.segments()) if s[0] <= tick), self.segments()[0]
+        )
+        return start + (tick - first) * length
+
+    @property
+    def seconds(self) -> float:
+        """The length of the current tick."""
+        t, segments = self._time(), self.segments()
+        return next((s for s in reversed(segments) if s[1] <= t), segments[0])[2]
 
     def now(self) -> int:
         """Whole ticks since the origin."""
-        return int((self._time() - self.origin) // self.seconds)
+        return math.floor(self.position())
 
     def ticks(self) -> Iterator[int]:
         """Sleep to each tick boundary and yield the tick reached."""
         last = self.now()
         while True:
-            boundary = self.origin + (last + 1) * self.seconds
-            self._sleep(max(0.0, boundary - self._time()))
+            self._sleep(max(0.0, self.start_of(last + 1) - self._time()))
             tick = self.now()
             if tick > last:
                 last = tick

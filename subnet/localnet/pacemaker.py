@@ -138,13 +138,28 @@ def next_block_time(
     return max(target, current * SHRINK) if new_window else current
 
 
+class SimnetBlockTime:
+    """Sets a local simnet's block time (again at every poll: a restarted chain forgets it)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = "http://" + url.removeprefix("sim://").removeprefix("http://")
+
+    def __call__(self, seconds: float) -> None:
+        """Make simnet's block time ``seconds``; best effort."""
+        try:
+            if abs(float(post(self.url, "info", {})["block_time"]) - seconds) > 1e-6:
+                post(self.url, "admin_set_block_time", {"seconds": seconds})
+        except Exception as error:  # noqa: BLE001 - down (restarting): set again next poll
+            logger.debug("pacemaker: simnet not reachable now: {}", error)
+
+
 class Pacemaker:
     """Keeps a local run's block time fitted to its measured work (see the module doc)."""
 
     def __init__(
         self,
         root: str | Path,
-        simnet_url: str,  # sim://host:port (the network string) or http://host:port
+        target: str | Callable[[float], None],
         *,
         base_block_s: float,
         window: WindowConfig,
@@ -153,9 +168,14 @@ class Pacemaker:
         headroom: float = 1.5,
         max_factor: float = 4.0,
         poll_s: float = 2.0,
+        unit: str = "blocks",
     ) -> None:
+        """``target`` carries the block time out: simnet's address (``sim://host:port`` or
+        ``http://host:port``), or a callable given the wanted seconds at every poll (a room's
+        :class:`~subnet.room.pace.RoomPace`; ``unit`` then names its ticks)."""
         self.root = Path(root)
-        self.url = "http://" + simnet_url.removeprefix("sim://").removeprefix("http://")
+        self.apply = SimnetBlockTime(target) if isinstance(target, str) else target
+        self.unit = unit
         self.base = self.block_s = base_block_s
         self.upload_deadline, self.inner_steps = window.upload_deadline, inner_steps
         self.reveal_last = window.reveal_by - 1  # validators score without a later reveal
@@ -229,14 +249,19 @@ class Pacemaker:
         if not math.isclose(wanted, self.block_s, rel_tol=0.02):
             self._announce(wanted, worst)
             self.block_s = wanted
-        self._apply()
+        self.apply(self.block_s)
         return self.block_s
 
     def _announce(self, wanted: float, worst: Need | None) -> None:
         verb = "stretched" if wanted > self.block_s else "shortened"
         why = f"{worst.source}: {worst.detail}, x{self.headroom} headroom" if worst else "idle"
         logger.info(
-            "pacemaker: blocks {} from {:.2f} s to {:.2f} s ({})", verb, self.block_s, wanted, why
+            "pacemaker: {} {} from {:.2f} s to {:.2f} s ({})",
+            self.unit,
+            verb,
+            self.block_s,
+            wanted,
+            why,
         )
         record = {
             "time": time.time(),
@@ -248,14 +273,6 @@ class Pacemaker:
         }
         with open(self.root / "pacemaker.jsonl", "a") as f:
             f.write(json.dumps(record) + "\n")
-
-    def _apply(self) -> None:
-        """Make simnet's block time ours (again, after a chain restart); best effort."""
-        try:
-            if abs(float(post(self.url, "info", {})["block_time"]) - self.block_s) > 1e-6:
-                post(self.url, "admin_set_block_time", {"seconds": self.block_s})
-        except Exception as error:  # noqa: BLE001 - down (restarting): set again next poll
-            logger.debug("pacemaker: simnet not reachable now: {}", error)
 
     def need(self, name: str, role: str, record: dict[str, Any]) -> Need | None:
         """What one metrics record of neuron ``name`` (a ``role``) says the run needs, if

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..childproc import spawn, stop_all
 from ..config import ProtocolConfig
+from ..localnet.pacemaker import Pacemaker
 from ..localnet.run import read_records
 from ..localnet.wallets import dev_wallet
 from ..storage.commitment import ReadSettings, encode_commitment
@@ -36,6 +37,7 @@ from . import ops
 from .address import RoomAddress
 from .invite import make_invite
 from .membership import slot_needs
+from .pace import RoomPace
 from .runs import publish_run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -94,6 +96,9 @@ class RoomSettings:
     # (upload_deadline, report_deadline, reveal_deadline or None) in ticks; None: the default
     # split (half the window to train, 80 % to report). ``demo_room.py`` calibrates them.
     phases: tuple[int, int, int | None] | None = None
+    # Ticks fitted to the measured work while the run goes on (x headroom), or fixed.
+    paced: bool = True
+    headroom: float = 1.5
 
     def template(self) -> Template:
         """The run's template: the topology, DEMO_PARAMS it takes, the rounds, ``params``."""
@@ -155,6 +160,8 @@ class LocalRoom:
         self.address: RoomAddress | None = None
         self.origin = 0.0  # unix time of the run's tick 0
         self.spec = load_spec(settings.topology)  # the topology the run pins
+        self.pace: RoomPace | None = None  # the owner's tick length changes (after setup)
+        self.pacemaker: Pacemaker | None = None  # running while the members are
 
     @property
     def owner(self) -> str:
@@ -216,13 +223,33 @@ class LocalRoom:
             origin = time.time() + BOOT_S + BOOT_PER_MEMBER_S * len(members)
         self.origin = origin
         publish_run(rs, owner, s.run, s.template(), s.protocol(), s.tick_seconds, origin)
+        self.pace = RoomPace(self.rooms, owner, s.run, s.tick_seconds, origin, s.window_ticks)
         self._write_run_json()
 
     def start(self) -> None:
-        """Set up, then start every member's process."""
+        """Set up, then start every member's process, and (``settings.paced``) a pacemaker that
+        fits the run's tick length to the work its members measure (:mod:`subnet.room.pace`)."""
         self.setup()
         for name, slot in self.settings.members().items():
             self.spawn(name, slot)
+        if self.settings.paced:
+            self.pacemaker = self.make_pacemaker()
+            self.pacemaker.start()
+
+    def make_pacemaker(self) -> Pacemaker:
+        """The pacemaker of this run (its ticks, its members' metrics, their names)."""
+        assert self.pace is not None, "setup() first"
+        s = self.settings
+        return Pacemaker(
+            self.root,
+            self.pace,
+            base_block_s=s.tick_seconds,
+            window=s.protocol().window,
+            inner_steps=s.inner_steps,
+            names={hotkey: name for name, hotkey in self.hotkeys.items()},
+            headroom=s.headroom,
+            unit="ticks",
+        )
 
     def spawn(self, name: str, slot: str, script: str | None = None) -> None:
         """Start wallet ``name`` as a ``slot`` process of the run (joined or not)."""
@@ -263,9 +290,11 @@ class LocalRoom:
         (self.root / "run.json").write_text(json.dumps(run, indent=2))
 
     def window_now(self) -> float:
-        """The run's current window, fractional (negative before round 0)."""
+        """The run's current window, fractional (negative before round 0), by its paced ticks."""
         s = self.settings
-        return (time.time() - self.origin) / s.tick_seconds / s.window_ticks
+        if self.pace is None:
+            return (time.time() - self.origin) / s.tick_seconds / s.window_ticks
+        return self.pace.clock.position() / s.window_ticks
 
     def metrics(self, name: str) -> list[dict[str, Any]]:
         """Every record member ``name``'s process wrote so far."""
@@ -287,6 +316,8 @@ class LocalRoom:
         """SIGTERM the named processes (default: all) and wait; the room's own S3 server goes
         with all."""
         names = list(self.procs) if names is None else names
+        if set(names) >= set(self.procs) and self.pacemaker is not None:
+            self.pacemaker.stop()
         codes = dict(zip(names, stop_all([self.procs[n] for n in names], timeout=30), strict=True))
         if set(names) >= set(self.procs) and self.owns_server:
             self.server.stop()

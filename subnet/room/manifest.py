@@ -76,8 +76,20 @@ class RoomMember(_Strict):
         return value
 
 
+class PaceChange(_Strict):
+    """From tick ``tick`` on, a tick of the run lasts ``seconds`` (the owner lengthens or
+    shortens a run's ticks to the work measured in it; see :mod:`subnet.room.pace`)."""
+
+    tick: int = Field(ge=1)
+    seconds: float = Field(gt=0, le=3600)
+
+
 class RoomRun(_Strict):
-    """A run started in the room: its topology pinned by exact version and plan digest."""
+    """A run started in the room: its topology pinned by exact version and plan digest.
+
+    ``pace`` lists the changes of tick length after ``tick_seconds``, in tick order: members
+    follow them to agree on the tick (:class:`~subnet.clock.ticks.TimeClock`).
+    """
 
     name: str = Field(pattern=NAME)
     topology: str = Field(max_length=128)  # "@beam/scored-subnet@2.0.0"
@@ -87,6 +99,18 @@ class RoomRun(_Strict):
     tick_seconds: float = Field(gt=0, le=3600)
     origin: float = Field(ge=0)  # unix time of tick 0
     stopped: bool = False
+    pace: list[PaceChange] = Field(default_factory=list, max_length=4096)
+
+    @field_validator("pace")
+    @classmethod
+    def _in_order(cls, value: list[PaceChange]) -> list[PaceChange]:
+        if any(b.tick <= a.tick for a, b in zip(value, value[1:], strict=False)):
+            raise ValueError("pace changes must be in increasing tick order")
+        return value
+
+    def pace_changes(self) -> list[tuple[int, float]]:
+        """``(tick, seconds)`` of every change, for a clock."""
+        return [(p.tick, p.seconds) for p in self.pace]
 
 
 class RoomManifest(_Strict):

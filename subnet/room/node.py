@@ -2,9 +2,10 @@
 
 The same roles and the same compiled topology as subnet mode, with other seams: membership from
 the room's signed manifest (:class:`~subnet.room.membership.RoomMembership`), a wall-clock
-:class:`~subnet.clock.TimeClock` from the run's pinned origin and tick length, and no weight sink
-(scores only feed merges). The run record pins the topology version, its parameters, the shared
-protocol settings and the plan digest; a node whose code compiles another digest refuses to start.
+:class:`~subnet.clock.TimeClock` from the run's pinned origin and tick length (and the owner's
+changes of it, :mod:`subnet.room.pace`), and no weight sink (scores only feed merges). The run
+record pins the topology version, its parameters, the shared protocol settings and the plan
+digest; a node whose code compiles another digest refuses to start.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from .address import own_read, parse_address
 from .errors import RoomError
 from .manifest import RoomRun
 from .membership import RoomMembership
+from .pace import follow
 
 
 def run_plan(run: RoomRun, membership: RoomMembership) -> RunPlan:
@@ -94,6 +96,7 @@ def build_room_runtime(cfg: BeamConfig, role: str) -> Runtime:
                           config_hash=protocol.config_hash(), plan=plan.digest)  # fmt: skip
     logger.info("room {} run {}: {} as {}, plan {}, {} s ticks", address.room, run.name, hotkey,
                 role, plan.digest, run.tick_seconds)  # fmt: skip
+    clock = TimeClock(run.tick_seconds, run.origin, pace=follow(membership))
     return Runtime(cfg=cfg, role=role, signer=wallet.hotkey, store=CountingStore(store, meter),
-                   membership=membership, clock=TimeClock(run.tick_seconds, run.origin), plan=plan,
+                   membership=membership, clock=clock, plan=plan,
                    metrics=metrics, state_dir=state_dir, weights=NoWeights(), meter=meter)  # fmt: skip

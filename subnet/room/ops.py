@@ -1,4 +1,4 @@
-"""Room operations: create, admit, revoke, leave, start a run. What the CLI and the harness call.
+"""Room operations: create, admit, revoke, leave, start a run, pace it. What the CLI and the harness call.
 
 Each takes a :class:`~subnet.room.store.RoomStore` and a signer, reads the latest manifest,
 checks the request against it and publishes the next version (checked as every reader will check
@@ -16,7 +16,7 @@ from loguru import logger
 from ..membership.roster import PERMISSIONS
 from .errors import RoomError
 from .invite import check_leave, check_redemption, make_leave, make_redemption, parse_invite
-from .manifest import Manifest, RoomManifest, RoomMember, RoomRun
+from .manifest import Manifest, PaceChange, RoomManifest, RoomMember, RoomRun
 from .store import RoomStore
 
 if TYPE_CHECKING:
@@ -173,6 +173,26 @@ def start_run(rs: RoomStore, owner: Signer, run: RoomRun) -> Manifest:
     if m.body.run(run.name) is not None:
         raise RoomError("conflict", f"run {run.name!r} exists already; pick another --run name")
     return rs.publish(owner, m, next_body(m, runs=[*m.body.runs, run]))
+
+
+def add_pace(rs: RoomStore, owner: Signer, run: str, tick: int, seconds: float) -> Manifest:
+    """Publish that run ``run``'s ticks last ``seconds`` from ``tick`` on (owner only); the
+    change must follow the run's last one (members may hold the earlier ones already)."""
+    m = rs.latest()
+    _require_owner(m, owner)
+    record = m.body.run(run)
+    if record is None:
+        raise RoomError("not_found", f"room {m.body.room!r} has no run {run!r}")
+    if record.pace and tick <= record.pace[-1].tick:
+        raise RoomError("conflict", f"run {run!r} changes pace at tick {record.pace[-1].tick} "
+                        f"already; a change at tick {tick} must come after it")  # fmt: skip
+    try:
+        change = PaceChange(tick=tick, seconds=seconds)
+    except ValueError as error:
+        raise RoomError("bad_request", str(error).splitlines()[-1].strip()) from None
+    paced = record.model_copy(update={"pace": [*record.pace, change]})
+    runs = [paced if r.name == run else r for r in m.body.runs]
+    return rs.publish(owner, m, next_body(m, runs=runs))
 
 
 def _require_owner(m: Manifest, signer: Signer) -> None:

@@ -18,6 +18,7 @@ from subnet.room.errors import RoomError
 from subnet.room.invite import make_invite
 from subnet.room.membership import RoomMembership
 from subnet.room.node import own_read
+from subnet.room.pace import LEAD_WINDOWS, RoomPace, change_tick
 from subnet.room.runs import publish_run
 from subnet.storage.config import StorageConfig
 from subnet.storage.s3 import S3Store
@@ -68,6 +69,37 @@ def test_a_member_gets_the_room_seams_and_the_pinned_plan(room) -> None:
     assert isinstance(rt.weights, NoWeights) and rt.plan.digest == run.digest
     assert rt.cfg.protocol.run == "r1" and rt.clock.origin == run.origin
     assert rt.slot_of("validator").name == "validator"
+
+
+def test_the_owner_paces_the_run_and_members_follow_after_their_next_read(room) -> None:
+    config, rs, wallets = room
+    rt = build_runtime(config("miner"), "miner")
+    run = rs.latest().body.run("r1")
+    blocks = rt.cfg.protocol.window.blocks
+    pace = RoomPace(lambda: rs, wallets["owner"].hotkey, "r1", 1.0, run.origin, blocks)
+    now = pace.clock.now()
+    pace(2.5)  # lengthen: at the start of the window after next, never in a running window
+    tick = (max(now, 0) // blocks + LEAD_WINDOWS) * blocks
+    assert pace.changes == [(tick, 2.5)]
+    assert rs.latest().body.run("r1").pace_changes() == [(tick, 2.5)]
+    pace(1.0)  # one change pending at a time: this one waits
+    assert pace.changes == [(tick, 2.5)]
+    assert rt.clock.segments() == [(0, run.origin, 1.0)]  # the member has not re-read yet
+    rt.membership.refresh()
+    assert rt.clock.segments() == pace.clock.segments()
+    assert rt.clock.start_of(tick + 1) == run.origin + tick + 2.5
+    with pytest.raises(RoomError, match="must come after it"):
+        ops.add_pace(rs, wallets["owner"].hotkey, "r1", tick, 3.0)
+    with pytest.raises(RoomError, match="only the owner"):
+        ops.add_pace(rs, wallets["miner"].hotkey, "r1", tick + blocks, 3.0)
+
+
+CHANGES = [(-5, None, 60), (0, None, 60), (29, None, 60), (30, None, 90), (31, 60, None)]
+
+
+@pytest.mark.parametrize("now,last,expected", [*CHANGES, (60, 60, 120)])
+def test_a_pace_change_starts_two_windows_ahead_and_one_at_a_time(now, last, expected) -> None:
+    assert change_tick(now, 30, last) == expected
 
 
 def test_a_stranger_and_a_missing_run_are_refused(room) -> None:
