@@ -1,4 +1,5 @@
-"""``python -m subnet.room VERB``: create a room, invite, join, admit, list, revoke, leave, run, status.
+"""``python -m subnet.room VERB``: create a room, invite, join, admit, list, revoke, leave, run, pace,
+status.
 
 Flags are the neurons' dotted flags (``--wallet.name``, ``--storage.bucket`` ...; see
 :mod:`subnet.cli`) plus the room's own (``--room``, ``--invite``, ``--slot`` ...). Every error is
@@ -43,6 +44,11 @@ VERBS: dict[str, tuple[str, tuple[str, ...]]] = {
         "start a run: a --template (topology @beam/NAME@VERSION or a file) pinned with its "
         "--param values and protocol settings; prints the command each member runs",
         (*_ROOM, "run", "template", "param", "tick_seconds", "protocol."),
+    ),
+    "pace": (
+        "change a --run's tick length to --tick_seconds (owner), from the start of the window "
+        "after next: members follow at their next manifest read",
+        (*_ROOM, "run", "tick_seconds"),
     ),
     "status": (
         "the room's runs (or --run): model version and what each member wrote last",

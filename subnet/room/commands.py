@@ -216,6 +216,37 @@ def run(cfg: RoomCommand) -> None:
             )
 
 
+def pace(cfg: RoomCommand) -> None:
+    """Change a run's tick length (owner): from the start of the window after next."""
+    import time
+
+    from ..clock.ticks import TimeClock
+    from ..config import WindowConfig
+    from .pace import change_tick
+
+    if not cfg.node.run:
+        raise ConfigError("--run is required: the run to pace (`status` lists the runs)")
+    _, rs = _open(cfg)
+    r = rs.latest().body.run(cfg.node.run)
+    if r is None:
+        raise RoomError("not_found", f"room {rs.room!r} has no run {cfg.node.run!r}")
+    clock = TimeClock(r.tick_seconds, r.origin, pace=r.pace_changes)
+    blocks = WindowConfig.model_validate(r.protocol.get("window", {})).blocks
+    last = r.pace[-1].tick if r.pace else None
+    tick = change_tick(clock.now(), blocks, last)
+    if tick is None:
+        wait = clock.start_of(last) - time.time()
+        raise RoomError(
+            "conflict", f"the change at tick {last} takes effect in {wait:.0f} s; pace after it"
+        )
+    m = ops.add_pace(rs, _signer(cfg), r.name, tick, cfg.node.tick_seconds)
+    print(
+        f"run {r.name}: ticks last {cfg.node.tick_seconds:g} s from tick {tick} (window "
+        f"{tick // blocks}, in {clock.start_of(tick) - time.time():.0f} s); "
+        f"manifest version {m.version}"
+    )
+
+
 def status(cfg: RoomCommand) -> None:
     """Members, runs, rounds and the last model version, and what each member did last."""
     address, rs = _open(cfg)
@@ -238,6 +269,7 @@ def status(cfg: RoomCommand) -> None:
         print(
             f"run {r.name}: {r.topology} plan {r.digest}, started {stamp(r.origin)}, "
             f"tick {r.tick_seconds:g} s"
+            + "".join(f", {p.seconds:g} s from tick {p.tick}" for p in r.pace[-3:])
         )
         run_key = r.protocol.get("run", r.name)
         _model_line(pool, roster, spec, run_key)

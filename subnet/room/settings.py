@@ -43,7 +43,7 @@ class RoomFlags(BaseModel):
     param: tuple[str, ...] = Field(
         (), description="run: a topology parameter KEY=VALUE (comma-separated for several)"
     )
-    tick_seconds: float = Field(1.0, gt=0, le=3600, description="run: seconds per tick")
+    tick_seconds: float = Field(1.0, gt=0, le=3600, description="run and pace: seconds per tick")
 
     @field_validator("storage", mode="before")
     @classmethod

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from subnet.localnet.wallets import dev_wallet
@@ -80,6 +82,18 @@ def test_walk_through(env, capsys) -> None:
     out = capsys.readouterr().out
     assert "run r1" in out and "nothing written yet" in out
     assert f"  bob ({hk['bob'][:8]}…) (miner): nothing written yet" in out
+    pace = ("--room", room, "--run", "r1", "--tick_seconds", "2.5")
+    assert run("pace", "alice", *pace) == 2  # the owner's alone
+    assert "error: not_authorized" in capsys.readouterr().err
+    assert run("pace", "owner", *pace) == 0
+    out = capsys.readouterr().out
+    said = re.search(r"run r1: ticks last 2.5 s from tick (\d+) \(window (\d+), in ", out)
+    assert said and int(said[1]) == 30 * int(said[2]) and int(said[2]) >= 2, out  # 2 ahead
+    assert run("pace", "owner", *pace) == 2  # one change pending at a time
+    err = capsys.readouterr().err
+    assert f"error: conflict: the change at tick {said[1]} takes effect in" in err
+    assert run("status", "owner", "--room", room, "--run", "r1") == 0
+    assert f"tick 1 s, 2.5 s from tick {said[1]}" in capsys.readouterr().out
     assert run("revoke", "alice", "--room", room, "--member", hk["bob"]) == 2
     assert "error: not_authorized" in capsys.readouterr().err
     assert run("revoke", "owner", "--room", room, "--member", "alice",
@@ -196,6 +210,7 @@ def test_help_says_what_each_verb_does(capsys) -> None:
         "revoke",
         "leave",
         "run",
+        "pace",
         "status",
     ):
         assert f"\n  {verb} " in out
