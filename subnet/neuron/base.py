@@ -93,6 +93,16 @@ class BaseNeuron(ABC):
     def observe(self, tick: int, window: int, offset: int) -> None:  # noqa: B027
         """Called on every new tick (cheap observations; default: nothing)."""
 
+    def committed(self, window: int) -> list[str]:
+        """Hotkeys whose uploads of ``window`` this member holds a commit for (gate
+        ``revealed``; default: none, so a member that keeps no commits waits for none)."""
+        return []
+
+    def heldout_loss(self) -> float | None:
+        """The held-out loss of the model this member holds (stop rule ``loss_below``;
+        default: None, a member holding no model of its own)."""
+        return None
+
     @abstractmethod
     def state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         """What to save: a JSON record and named tensors."""

@@ -22,6 +22,7 @@ from ..verify.answer import BadAnswer, answer_bytes
 from ..verify.chunks import ChunkMap
 from ..wire import Expected, Rejected, fetch_envelope
 from ..wire.schema import GradientMeta
+from .runtime import Runtime
 from .uploads import Received, collect_uploads
 
 T = TypeVar("T")
@@ -52,7 +53,7 @@ def bounded(fn: Callable[[], T], seconds: float, what: str) -> T:
 
 
 def link_holds(
-    rt: Any, lane: str, hotkey: str, source: int, digest_in: str, seconds: float
+    rt: Runtime, lane: str, hotkey: str, source: int, digest_in: str, seconds: float
 ) -> bool:
     """Whether ``hotkey``'s upload of window ``source`` committed to ``state_out == digest_in``
     (an upload that is not there, or refused, commits to nothing)."""
@@ -76,7 +77,7 @@ def link_holds(
 
 
 def answer(
-    rt: Any,
+    rt: Runtime,
     lane: str,
     window: int,
     hotkey: str,
@@ -107,7 +108,7 @@ def answer(
 
 
 def late_reveal(
-    rt: Any,
+    rt: Runtime,
     lane: str,
     window: int,
     hotkey: str,

@@ -39,6 +39,7 @@ import torch
 from loguru import logger
 
 from ..compression import Compressor
+from ..data import TokenDataset
 from ..model import build_model
 from ..storage.base import StorageError
 from ..storage.keys import ObjectKind
@@ -59,6 +60,8 @@ from .answers import (
 )
 from .bindings import inner_config
 from .replay import PROBE_NOISE, Replayer, ReplayShort
+from .replica import Replica
+from .runtime import Runtime
 from .uploads import Received, WindowUploads
 
 KEEP_OUTS = 16  # committed state_out roots kept per sender (its last uploads)
@@ -87,7 +90,7 @@ class Checker:
 
     def __init__(
         self,
-        rt: Any,
+        rt: Runtime,
         lane: str,
         on_ban: Callable[[str], None],
         assigned_of: Callable[[int], Callable[[str], list[int]]],
@@ -109,7 +112,7 @@ class Checker:
 
     # -- setup and state ------------------------------------------------------------------
 
-    def setup(self, data: Any, replica: Any, compressor: Compressor) -> None:
+    def setup(self, data: TokenDataset, replica: Replica, compressor: Compressor) -> None:
         """The replayer (a scratch model on the validator's device), once the data is there."""
         p = self.rt.cfg.protocol
         model = build_model(p.model, vocab_size=data.vocab_size, seed=p.seed)

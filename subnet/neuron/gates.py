@@ -9,7 +9,6 @@ peer costs freshness, never the window.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from ..config import WindowConfig
 from ..storage.keys import ObjectKind
@@ -19,10 +18,11 @@ from .actions.presence import objects_present
 from .actions.ring import predecessor_in
 from .actions.rounds import final_round, first_round
 from .actions.tree import children_in
+from .context import Follower, Member, Revealer
 from .steps import Gate, Step, never
 
 
-def version_out(neuron: Any, step: Step) -> bool:
+def version_out(neuron: Follower, step: Step) -> bool:
     """The merge of the previous window is published (the model this window starts from: the
     one of the model lane the step reads, for a trainer of several models)."""
     return neuron.replica_of(step).latest_window() >= step.window - 1
@@ -32,7 +32,7 @@ def version_out(neuron: Any, step: Step) -> bool:
 UPLOAD_KINDS = (ObjectKind.GRADIENT.value, ObjectKind.CHECKPOINT.value)
 
 
-def all_uploads(neuron: Any, step: Step) -> bool:
+def all_uploads(neuron: Member, step: Step) -> bool:
     """Every member of every writer slot of the lanes the step reads has its object there."""
     rt = neuron.rt
     for name in step.plan.reads:
@@ -46,16 +46,14 @@ def all_uploads(neuron: Any, step: Step) -> bool:
     return True
 
 
-def revealed(neuron: Any, step: Step) -> bool:
+def revealed(neuron: Revealer, step: Step) -> bool:
     """Every upload this validator holds a commit for is revealed, on each commit-reveal lane
     the step reads (the commits are the validator's snapshot: ``commits.CommitSnapshot``)."""
     rt = neuron.rt
     for name in step.plan.reads:
         if not rt.plan.lanes[name].commit_reveal:
             continue
-        commits = getattr(neuron, "snapshot", None)  # a reader that keeps none waits for none
-        snapshot = commits.of(step.window) if commits is not None else None
-        committed = sorted(snapshot.digests) if snapshot is not None else []
+        committed = neuron.committed(step.window)  # a reader that keeps none waits for none
         if not objects_present(
             rt, ObjectKind.GRADIENT, name, step.window, committed, read=rt.readers.get
         ):

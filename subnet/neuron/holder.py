@@ -216,7 +216,7 @@ class ModelHolder(BaseNeuron):
         # A merge whose publication failed (or was cut by a crash) goes out first, byte for byte
         # the same state; a window already merged is never merged again.
         pending = self.unpublished
-        self._publish_pending(None)
+        self.publish_pending(None)
         if pending is not None and pending >= window:
             return MergeResult(window, False)
         started = time.perf_counter()
@@ -332,7 +332,7 @@ class ModelHolder(BaseNeuron):
         self.pending_delta = (window, sparse)
         return published
 
-    def _reports(self, window: int, trusted: set[str]) -> dict[str, dict[str, float]]:
+    def reports(self, window: int, trusted: set[str]) -> dict[str, dict[str, float]]:
         """Window scores from each trusted validator's signed report (bad ones are skipped)."""
         return {hk: scores for hk, (scores, _) in self._read_reports(window, trusted).items()}
 
@@ -373,9 +373,9 @@ class ModelHolder(BaseNeuron):
     def publish(self, window: int, result: MergeResult) -> None:
         """Publish a merged window as the next model version."""
         if result.merged:
-            self._publish_pending(result)
+            self.publish_pending(result)
 
-    def _publish_pending(self, result: MergeResult | None) -> None:
+    def publish_pending(self, result: MergeResult | None) -> None:
         """Publish the merged model as the next version (nothing to do if it is out already).
 
         ``result`` is None for a merge retried from an earlier window: its figures are gone.
@@ -401,8 +401,12 @@ class ModelHolder(BaseNeuron):
             **fields,
         )
 
+    def heldout_loss(self) -> float:
+        """The held-out loss of the model of the line advanced now."""
+        return evaluate_loss(self.model, self.data.heldout_batches(8, max_batches=4))
+
     def _log_version(self, window: int, version: int, **fields: Any) -> None:
-        loss = evaluate_loss(self.model, self.data.heldout_batches(8, max_batches=4))
+        loss = self.heldout_loss()
         logger.info("model version {} (window {}): held-out loss {:.4f}", version, window, loss)
         self.rt.metrics.log(
             "version",

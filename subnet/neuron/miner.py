@@ -20,13 +20,12 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
 from loguru import logger
 
-from ..compression import ErrorFeedback, Payload, build_compressor, payload_nbytes
+from ..compression import ErrorFeedback, build_compressor, payload_nbytes
 from ..data import sample_receipt
 from ..monitor.progress import progress
 from ..storage.base import StorageError
@@ -45,6 +44,7 @@ from .replica import Replica
 from .rules import DATA_RULES, STOP_RULES
 from .state import load_optimizer_state, optimizer_state, prefixed, unprefixed
 from .steps import Action, MixParams, ReduceParams, Step, StepParams, TrainParams
+from .upload import Upload
 
 # Error feedback of recent uploads, kept for answers to checks, in a miner's state file:
 # ``held:<lane>:<window>:before/...`` and ``...:after/...``
@@ -58,15 +58,6 @@ class NonFinite(ArithmeticError):
     """Local training diverged (a NaN or infinite loss or update)."""
 
     reason = "non_finite"
-
-
-@dataclass
-class Upload:
-    """One window's contribution, ready to sign (the ``train`` action's result)."""
-
-    payload: Payload
-    metadata: dict[str, str]
-    key: str | None = None  # where it was written, once published
 
 
 class Miner(BaseNeuron):

@@ -24,6 +24,7 @@ from ..training import build_outer_optimizer, load_parameters, snapshot
 from ..versions import VersionPublisher
 from .actions.grants import trainers
 from .actions.sweep import assign_points, point_stream
+from .context import PointHolder
 from .merge_result import MergeResult
 from .model_line import ModelLine
 from .rules import OUTER_RULES
@@ -41,7 +42,7 @@ def sweep_points(slot: SlotPlan) -> list[float]:
 class Points:
     """The holder's per-point model lines (empty for a holder of one model)."""
 
-    def __init__(self, holder: Any) -> None:
+    def __init__(self, holder: PointHolder) -> None:
         self.holder = holder
         self.lines: dict[int, ModelLine] = {}  # point index -> its line
         self.values = sweep_points(holder.slot)
@@ -51,15 +52,15 @@ class Points:
         h, p = self.holder, self.holder.rt.cfg.protocol
         for i in range(len(self.values)):
             model = build_model(p.model, vocab_size=h.data.vocab_size, seed=p.seed)
-            load_parameters(model, snapshot(h.model))
+            load_parameters(model, snapshot(h.own.model))
             outer = build_outer_optimizer(OUTER_RULES[h.rt.plan.outer["name"]](p, h.rt.plan.outer))
-            stream = point_stream(h.model_lane or "model", i)
+            stream = point_stream(h.own.model_lane or "model", i)
             publisher = VersionPublisher(
                 h.rt.store,
                 h.rt.signer,
                 p.run,
                 checkpoint_every=p.checkpoint_every,
-                max_bytes=h.publisher.max_bytes,
+                max_bytes=h.own.publisher.max_bytes,
                 lane=stream,
             )
             self.lines[i] = ModelLine(model, outer, publisher, stream)
@@ -72,13 +73,13 @@ class Points:
         """Publish the common baseline as version 0 of every point (once; resumable)."""
         if [float(v) for v in values] != self.values:
             raise ValueError(f"fan_out points {values} differ from the slot's {self.values}")
-        baseline = snapshot(self.holder.model)
+        baseline = snapshot(self.holder.own.model)
         for line in self.lines.values():
             if self._resume(line) is None:
                 load_parameters(line.model, baseline)
                 with self.as_line(line):
-                    self.holder.unpublished = -1  # the baseline, "merged" before round 0
-                    self.holder._publish_pending(None)
+                    line.unpublished = -1  # the baseline, "merged" before round 0
+                    self.holder.publish_pending(None)
 
     def resume(self) -> None:
         """After a restart: each point continues from what its bucket says was published

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import torch
 from loguru import logger
 
 from ..compression import Compressor, Payload
 from ..data import sample_receipt
-from ..storage.base import ObjectNotFound, StorageError
+from ..storage.base import ObjectNotFound, ObjectStore, StorageError
 from ..storage.keys import ObjectKind
 from ..wire import Envelope, Expected, GradientMeta, Reason, Rejected, fetch_envelope
 from .bindings import inner_config
@@ -276,7 +276,7 @@ class Decoded(Mapping):
         return len(self._accepted)
 
 
-def modified_at(reader: Any, key: str) -> float | None:
+def modified_at(reader: ObjectStore, key: str) -> float | None:
     """The store's last-modified time of ``key`` (unix seconds), or None if it is not readable."""
     try:
         return reader.head(key).last_modified.timestamp()

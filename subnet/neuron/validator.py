@@ -107,6 +107,11 @@ class Validator(BaseNeuron):
         """The model a step starts from: the validator follows one."""
         return self.replica
 
+    def committed(self, window: int) -> list[str]:
+        """Hotkeys whose uploads of ``window`` its commit snapshot holds a commit for."""
+        snapshot = self.snapshot.of(window)
+        return sorted(snapshot.digests) if snapshot is not None else []
+
     def score(self, step: Step) -> ScoreReport:
         """The ``score`` action: sync, score the window, report on the step's lane, offer weights."""
         self.sync(step.window)

@@ -178,13 +178,13 @@ def test_bytes_switched_after_the_scoring_are_not_merged(roles) -> None:
     assert named == {m1.rt.hotkey}
     if holder.caught.pending:
         holder.unpublished = 0
-        holder._publish_pending(None)
+        holder.publish_pending(None)
     assert set(holder.publisher.latest.equivocations) == {m1.rt.hotkey}
     assert not holder.caught.pending
     # Another version goes out before the validator syncs: it still reads the one it passed over.
     version = holder.publisher.latest.version
     holder.unpublished = 1
-    holder._publish_pending(None)
+    holder.publish_pending(None)
     assert holder.publisher.latest.version == version + 1
     assert not holder.publisher.latest.equivocations
     assert validator.moving[m1.rt.hotkey] > 0

@@ -115,7 +115,7 @@ def test_a_crash_before_publishing_sends_the_same_delta_after_restart(world, mon
     assert restarted.try_setup()
     assert restarted.unpublished == 0 and restarted.pending_delta is not None
     assert restarted.broadcast.state_dict().keys() == holder.broadcast.state_dict().keys()
-    restarted._publish_pending(None)
+    restarted.publish_pending(None)
     manifest = restarted.publisher.latest
     assert manifest.version == 1 and manifest.delta_key is not None
     assert manifest.digest == merged

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
-from typing import Any
 
 from loguru import logger
 
 from ...scoring import merge_weights
 from ...storage.keys import ObjectKind
 from ...wire import WeightsMeta
+from ..context import Consensing, Member
 from ..steps import Step
 from .presence import objects_present
 from .signed import put_message
@@ -52,10 +52,10 @@ class Consensus:
     key: str | None = None
 
 
-def consensus(holder: Any, step: Step) -> Consensus:
+def consensus(holder: Consensing, step: Step) -> Consensus:
     """Action: median the round's trusted score reports into weights; publish them signed."""
     trusted = holder.trusted()
-    reports = holder._reports(step.window, trusted)
+    reports = holder.reports(step.window, trusted)
     weights = median_weights(reports, trusted)
     message = WeightsMeta(scores=weights)  # the holder reads it like a report's scores
     key = put_message(holder.rt, ObjectKind.WEIGHTS, step.window, step.lane, message)
@@ -68,7 +68,7 @@ def consensus(holder: Any, step: Step) -> Consensus:
     return Consensus(step.window, weights, sorted(reports), key)
 
 
-def weights_out(neuron: Any, step: Step) -> bool:
+def weights_out(neuron: Member, step: Step) -> bool:
     """Gate: the round's consensus weights are out on the weights lane read."""
     rt = neuron.rt
     for lane in step.plan.reads:

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from loguru import logger
 
 from ...data import TokenDataset
 from ...storage.keys import ObjectKind
 from ...wire import GrantMeta
+from ..context import Admitting, Member
 from ..runtime import Runtime
 from ..steps import Step
 from .presence import objects_present
@@ -76,12 +76,12 @@ def granted(rt: Runtime, data: TokenDataset, window: int) -> Callable[[str], lis
     ]
 
 
-def granted_gate(neuron: Any, step: Step) -> bool:
+def granted_gate(neuron: Member, step: Step) -> bool:
     """Gate: this member holds a grant for the round."""
     return bool(grants_for(neuron.rt, step.window).get(neuron.rt.hotkey))
 
 
-def granted_uploads(neuron: Any, step: Step) -> bool:
+def granted_uploads(neuron: Member, step: Step) -> bool:
     """Gate: every member granted data for the round has its upload on the lanes read."""
     rt = neuron.rt
     grants = grants_for(rt, step.window)
@@ -116,7 +116,7 @@ class Admitted:
     left: list[str] = field(default_factory=list)
 
 
-def admit(holder: Any, step: Step) -> Admitted:
+def admit(holder: Admitting, step: Step) -> Admitted:
     """Action: re-read membership now and admit the trainers present for the next round."""
     holder.reread()
     before = set(holder.admitted or [])
@@ -147,7 +147,7 @@ class Grant:
     key: str | None = None
 
 
-def grant_data(holder: Any, step: Step) -> Grant:
+def grant_data(holder: Admitting, step: Step) -> Grant:
     """Action: grant the next round's data units to the admitted trainers, one signed object."""
     rt = holder.rt
     members = holder.admitted if holder.admitted is not None else trainers(rt)

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from loguru import logger
 
 from ...storage.base import ObjectNotFound, ObjectStore, StorageError
 from ...storage.keys import ObjectKind, object_key
+from ..runtime import Runtime
 
 
 def objects_present(
-    rt: Any,
+    rt: Runtime,
     kind: ObjectKind,
     lane: str,
     window: int,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from loguru import logger
@@ -21,9 +20,11 @@ from ...storage.base import StorageError
 from ...storage.keys import ObjectKind, object_key
 from ...training import load_parameters, snapshot
 from ...wire import Expected, Reason, Rejected, fetch_envelope
+from ..context import Collector, Member, Trainer
 from ..merge_result import MergeResult
 from ..runtime import Runtime
 from ..steps import Step
+from ..upload import Upload
 from .presence import present
 
 State = Mapping[str, torch.Tensor]
@@ -39,14 +40,14 @@ def mix_states(own: State, other: State, weight: float) -> dict[str, torch.Tenso
     return {k: (1.0 - weight) * own[k] + weight * other[k] for k in own}
 
 
-def trained_state(miner: Any) -> dict[str, torch.Tensor]:
+def trained_state(miner: Trainer) -> dict[str, torch.Tensor]:
     """The miner's model after this window's local steps: its base minus its pseudo-gradient."""
     shapes = {k: tuple(v.shape) for k, v in miner.replica.state.items()}
     delta = miner.compressor.decode(miner.trained.payload, shapes)
     return {k: miner.replica.state[k] - delta[k] for k in shapes}
 
 
-def publish_model(miner: Any, window: int, upload: Any, lane: str | None = None) -> None:
+def publish_model(miner: Trainer, window: int, upload: Upload, lane: str | None = None) -> None:
     """Publish the trained model (not the update) on a ``checkpoint`` lane, signed."""
     rt = miner.rt
     key, _ = rt.publish(
@@ -99,7 +100,7 @@ def ring_lane(rt: Runtime, step: Step) -> str:
     return next(n for n in step.plan.reads if rt.plan.lanes[n].kind == ObjectKind.CHECKPOINT.value)
 
 
-def predecessor_in(neuron: Any, step: Step) -> bool:
+def predecessor_in(neuron: Member, step: Step) -> bool:
     """Gate: the ring predecessor's model for this window is on the ring lane."""
     rt = neuron.rt
     lane = ring_lane(rt, step)
@@ -117,7 +118,7 @@ class Mixed:
     weight: float  # the predecessor's weight actually applied (0 when its model was unusable)
 
 
-def mix(miner: Any, step: Step) -> Mixed:
+def mix(miner: Trainer, step: Step) -> Mixed:
     """Action: mix the predecessor's model into ours; the result is the next round's base."""
     rt, window = miner.rt, step.window
     lane = ring_lane(rt, step)
@@ -136,12 +137,13 @@ def mix(miner: Any, step: Step) -> Mixed:
     return Mixed(window, pred, weight)
 
 
-def final_merge(holder: Any, step: Step) -> MergeResult:
+def final_merge(holder: Collector, step: Step) -> MergeResult:
     """Action (holder): average the final models (those on the lanes read: the gossip
     workers'; and the holder's own sweep points' models) and publish the result."""
     rt, window = holder.rt, step.window
     lanes = [n for n in step.plan.reads if rt.plan.lanes[n].kind == ObjectKind.CHECKPOINT.value]
-    params = snapshot(holder.model)
+    line = holder.line  # the holder's own line (a sweep point's is lent only while it merges)
+    params = snapshot(line.model)
     shapes = {k: tuple(v.shape) for k, v in params.items()}
     models: dict[str, dict[str, torch.Tensor]] = {}
     for lane in lanes:
@@ -156,8 +158,8 @@ def final_merge(holder: Any, step: Step) -> MergeResult:
         return MergeResult(window, False)
     share = 1.0 / len(models)
     merged = {k: sum(m[k] * share for m in models.values()) for k in shapes}
-    load_parameters(holder.model, merged)
-    holder.unpublished = window
+    load_parameters(line.model, merged)
+    line.unpublished = window
     result = MergeResult(window, True, dict.fromkeys(sorted(models), share))
     holder.publish(window, result)
     return result

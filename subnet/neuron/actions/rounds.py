@@ -15,47 +15,40 @@ from typing import Any
 
 from loguru import logger
 
-from ...model import evaluate_loss
 from ...storage.keys import ObjectKind
+from ...topology import RunPlan
 from ...wire import FinalMark, FinalMeta
+from ..context import Member, Stopping
 from ..steps import Step
 from .signed import get_message, put_message
 
 FINAL_LANE = "final"
 
 
-def last_round(plan: Any) -> int | None:
+def last_round(plan: RunPlan) -> int | None:
     """The index of the run's last round, from the stop table (None: no fixed end)."""
     rounds = plan.stop.get("rounds", plan.stop.get("max_rounds"))
     return None if rounds is None else int(rounds) - 1
 
 
-def first_round(neuron: Any, step: Step) -> bool:
+def first_round(neuron: Member, step: Step) -> bool:
     """Gate: this is the run's first round (window 0 of the run's clock)."""
     return step.window == 0
 
 
-def final_round(neuron: Any, step: Step) -> bool:
+def final_round(neuron: Member, step: Step) -> bool:
     """Gate: this is the run's last round (per ``rounds`` or ``max_rounds``)."""
     last = last_round(neuron.rt.plan)
     return last is not None and step.window >= last
 
 
-def decider(neuron: Any, table: Mapping[str, Any]) -> str | None:
+def decider(neuron: Member, table: Mapping[str, Any]) -> str | None:
     """The member of the ``by`` slot (the one whose marker counts), if any."""
     members = neuron.rt.roster.in_slot(str(table.get("by", "")))
     return members[0] if members else None
 
 
-def own_loss(neuron: Any) -> float | None:
-    """The held-out loss of the neuron's model, if it holds one."""
-    model, data = getattr(neuron, "model", None), getattr(neuron, "data", None)
-    if model is None or data is None:
-        return None
-    return evaluate_loss(model, data.heldout_batches(8, max_batches=4))
-
-
-def loss_below(neuron: Any, table: Mapping[str, Any]) -> bool:
+def loss_below(neuron: Stopping, table: Mapping[str, Any]) -> bool:
     """Stop rule: the decider's model is below ``threshold`` (its signed marker), or
     ``max_rounds`` are done."""
     rt, window = neuron.rt, neuron.last_window
@@ -65,7 +58,7 @@ def loss_below(neuron: Any, table: Mapping[str, Any]) -> bool:
     if by is None or window < 0:
         return False
     if by == rt.hotkey:
-        loss = own_loss(neuron)
+        loss = neuron.heldout_loss()
         if loss is None or loss >= float(table["threshold"]):
             return False
         mark = FinalMeta(final=FinalMark(window=window, loss=loss))

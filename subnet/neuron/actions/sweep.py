@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import NotReady
+from ..context import SweepLead
 from ..runtime import Runtime
 from ..steps import Step
 from .grants import trainers
@@ -56,7 +57,7 @@ class FanOut:
     points: dict[str, float] = field(default_factory=dict)
 
 
-def fan_out(holder: Any, step: Step) -> FanOut:
+def fan_out(holder: SweepLead, step: Step) -> FanOut:
     """Action: assign the points to the workers present and publish the common baseline as
     version 0 of every point's model line."""
     values = [float(p) for p in step.params.get("points", [])]

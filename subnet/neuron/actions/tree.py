@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 from loguru import logger
@@ -21,6 +20,7 @@ from ...storage.keys import ObjectKind
 from ...versions import SyncError
 from ...wire import GradientMeta, Reason, publish_envelope
 from ..bindings import samples_per_window
+from ..context import Member, Trainer
 from ..runtime import Runtime
 from ..steps import Step
 from ..uploads import Received, collect_uploads
@@ -75,7 +75,7 @@ def children_of(rt: Runtime, lane: str, fanout: int) -> list[str]:
     return [workers[c] for c in tree_children(index, len(workers), fanout)]
 
 
-def children_in(neuron: Any, step: Step) -> bool:
+def children_in(neuron: Member, step: Step) -> bool:
     """Gate: every tree child (the lead: the root) has its partial on the lane read."""
     rt = neuron.rt
     for lane in step.plan.reads:
@@ -97,7 +97,7 @@ class Partial:
     key: str | None = None
 
 
-def reduce(miner: Any, step: Step) -> Partial:
+def reduce(miner: Trainer, step: Step) -> Partial:
     """Action: combine this window's own update with the tree children's partials; send it up.
 
     A child whose partial cannot be read, is refused, or fails while it is combined (any
