@@ -22,7 +22,7 @@ from .runtime import Runtime
 from .steps import StopRule
 
 # (runtime, dataset, window) -> (hotkey -> the sample ids it trains on in that window)
-DataRule = Callable[[Any, TokenDataset, int], Callable[[str], list[int]]]
+DataRule = Callable[[Runtime, TokenDataset, int], Callable[[str], list[int]]]
 # (reports validator -> {miner: score}, trusted validators, units per contributor) -> weights
 MergeWeightsRule = Callable[
     [Mapping[str, Mapping[str, float]], Set[str], Mapping[str, int]], dict[str, float]

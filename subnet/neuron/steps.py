@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict
 from ..config import WindowConfig
 from ..topology import StepPlan
 
-# role instance, step -> typed result (Upload, ScoreReport, MergeResult ...)
+# role instance, step -> typed result (Upload, ScoreReport, MergeResult ...); each action types
+# the role as the context it declares (``context.py``), so the registry takes any role
 Action = Callable[[Any, "Step"], object]
 
 
