@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 
 from .config import BeamConfig, ConfigError
-from .storage.config import StorageConfig
+from .storage.config import StorageConfig, require_bucket
 
 READ_PAIR = ("BEAM_S3_READ_ACCESS_KEY_ID", "BEAM_S3_READ_SECRET_ACCESS_KEY")
 
@@ -27,12 +27,7 @@ def preflight(cfg: BeamConfig, role: str, environ: Mapping[str, str] | None = No
             check_credentials(cfg.node.storage, env)
         return
     check_holder_hotkey(cfg.protocol.holder_hotkey)
-    if cfg.node.storage is None:
-        raise ConfigError(
-            "no bucket configured; set --storage.bucket (and --storage.endpoint_url for R2 or "
-            "a local server); see docs/storage.md"
-        )
-    check_credentials(cfg.node.storage, env)
+    check_credentials(require_bucket(cfg.node.storage), env)
     if bool(env.get(READ_PAIR[0])) != bool(env.get(READ_PAIR[1])):
         raise ConfigError(f"set both {READ_PAIR[0]} and {READ_PAIR[1]}, or neither")
 

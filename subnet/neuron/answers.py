@@ -45,11 +45,10 @@ def beacon(rt: Runtime, window: int) -> str | None:
     """The window's beacon: the block hash of its guard tick (``upload_deadline + 1``), which
     nobody knew while commits could still be written; None without a chain clock, or when the
     chain does not answer."""
-    source = getattr(rt.clock, "beacon", None)
-    if source is None:
+    if rt.beacon is None:
         return None
     try:
-        return source(rt.windows.start(window) + rt.cfg.protocol.window.upload_deadline + 1)
+        return rt.beacon(rt.windows.start(window) + rt.cfg.protocol.window.upload_deadline + 1)
     except Exception:  # noqa: BLE001 - a chain read that fails: no beacon, nothing checked
         return None
 

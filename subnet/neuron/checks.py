@@ -126,7 +126,7 @@ class Checker:
         return (
             self.rt.lane(self.lane).commit_reveal
             and self.rt.cfg.protocol.scoring.checks > 0
-            and getattr(self.rt.clock, "beacon", None) is not None
+            and self.rt.beacon is not None
         )
 
     def state_dict(self) -> dict[str, Any]:

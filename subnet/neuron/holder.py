@@ -91,8 +91,7 @@ class ModelHolder(BaseNeuron):
             holders = ", ".join(rt.roster.in_slot(self.slot.name)) or "nobody"
             raise ConfigError(
                 f"this wallet's hotkey {rt.hotkey} does not fill slot {self.slot.name} "
-                f"(filled by {holders}; on a subnet: --protocol.holder_hotkey); peers would "
-                "not follow its versions"
+                f"(filled by {holders}); peers would not follow its versions"
             )
         # None for a slot that merges no updates (consensus, a grant-only lead, a collector)
         self.grads = rt.lane_read(self.slot, ObjectKind.GRADIENT.value)

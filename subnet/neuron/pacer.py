@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterable
 from loguru import logger
 from torch.optim import Optimizer
 
-from ..clock import BlockClock
 from ..training.config import InnerConfig
 from ..training.inner import Batch, InnerResult, train_inner
 from .pacing import BlockTimer, Pace, PacedResult, explain, margin_s, train_paced
@@ -38,10 +37,11 @@ class Pacer:
     def __init__(self, rt: Runtime, refresh_s: float = 2.0) -> None:
         self.rt = rt
         self.refresh_s = refresh_s  # re-read the chain head at most this often while training
-        # Ticks are time only for a time clock (it knows its tick) and a block clock (measured
-        # within a few ticks, 12 s until then); a test's manual clock has no deadline in seconds.
-        seconds = getattr(rt.clock, "seconds", None)
-        self.active = seconds is not None or isinstance(rt.clock, BlockClock)
+        # Ticks are time only when the runtime says so (``tick_seconds``: a room's tick length;
+        # a chain's nominal block time, measured within a few ticks); a test's manual clock has
+        # no deadline in seconds.
+        seconds = rt.tick_seconds
+        self.active = seconds is not None
         self.blocks = BlockTimer(nominal_s=float(seconds or 12.0))
         self.pace = Pace()
         self.trained_at = 0.0  # perf_counter when the last training ended

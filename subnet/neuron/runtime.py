@@ -1,15 +1,15 @@
 """``Runtime``: everything a neuron talks to, as seams, plus the compiled run plan.
 
 Which seams a runtime holds decides the mode, never a flag: subnet mode builds it with a block
-clock, the chain's membership and chain weights (``subnet.node.build_runtime``); a room with a
-time clock and its roster; a unit test with a manual clock, a static roster and an in-memory
-store. Nothing here knows about a chain.
+clock, the chain's membership and chain weights; a room with a time clock and its roster (both
+through the one builder, ``subnet.neuron.seams``); a unit test with a manual clock, a static
+roster and an in-memory store. Nothing here knows about a chain.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +28,9 @@ from ..topology import LanePlan, RunPlan, SlotPlan
 from ..weights import NoWeights, WeightSink
 from ..wire import Signer, publish_envelope
 
+# A tick's hash that nobody could know before the tick (a chain's block hash): the draw of checks.
+Beacon = Callable[[int], str | None]
+
 
 @dataclass
 class Runtime:
@@ -44,6 +47,9 @@ class Runtime:
     state_dir: Path
     weights: WeightSink = field(default_factory=NoWeights)
     meter: ByteMeter = field(default_factory=ByteMeter)  # bytes through store and readers
+    # What the clock can do beyond ticking, declared by whoever built it (``seams.Seams``):
+    beacon: Beacon | None = None  # None: no beacon (a room), so no checks of training
+    tick_seconds: float | None = None  # nominal tick length when ticks are time (None: manual)
     windows: WindowClock = field(init=False)
 
     def __post_init__(self) -> None:
@@ -153,10 +159,14 @@ class Runtime:
     def data_owner(self) -> str:
         """The member whose bucket serves the dataset: the data-grant slot's, else the run
         lead's, else the model's (gossip workers hold their own models, not the data)."""
+        return self.data_source()[1]
+
+    def data_source(self) -> tuple[str, str]:
+        """``(slot, member)`` serving the dataset (see :meth:`data_owner`); NotReady if none."""
         for hold in ("data.grant", "run.lead", "model"):
             for slot in self.plan.slots.values():
                 if hold in slot.holds and self.roster.in_slot(slot.name):
-                    return self.roster.in_slot(slot.name)[0]
+                    return slot.name, self.roster.in_slot(slot.name)[0]
         raise NotReady("no member holds the model or a data grant yet")
 
     def data_prefix(self) -> str:
@@ -171,12 +181,12 @@ class Runtime:
 
     def dataset(self) -> TokenDataset:
         """The protocol's dataset, read from its owner's bucket; NotReady (with why) if absent."""
-        owner, name = self.data_owner(), self.cfg.protocol.dataset
+        (slot, owner), name = self.data_source(), self.cfg.protocol.dataset
         store = self.reader(owner)
         if store is None:
             raise NotReady(
-                f"the model holder {owner[:8]} has no readable bucket yet; check "
-                "--protocol.holder_hotkey and the holder"
+                f"the member {owner[:8]} of slot {slot} (it serves the dataset) has no readable "
+                f"bucket yet; check that it runs and who fills slot {slot}"
             )
         try:
             return TokenDataset(
@@ -184,8 +194,8 @@ class Runtime:
             )
         except ObjectNotFound:
             raise NotReady(
-                f"dataset {name} is not in the model holder's bucket yet; check "
-                "--protocol.holder_hotkey and the holder"
+                f"dataset {name} is not in the bucket of slot {slot}'s member {owner[:8]} yet; "
+                "it publishes it when it starts"
             ) from None
 
 

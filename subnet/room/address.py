@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from ..config import ConfigError
 from ..storage.commitment import ReadSettings, encode_commitment
-from ..storage.config import CredentialSource, StorageConfig
+from ..storage.config import CredentialSource, StorageConfig, require_bucket
 from ..storage.s3 import S3Store
 from .errors import RoomError
 from .manifest import NAME
@@ -89,9 +89,7 @@ def parse_address(text: str, region: str = "us-east-1") -> RoomAddress:
 
 def own_read(storage: StorageConfig | None) -> str:
     """How members read this node's bucket (the read-only key pair from the environment)."""
-    if storage is None:
-        raise ConfigError("no bucket configured; set --storage.bucket (and --storage.endpoint_url "
-                          "for R2 or a local server): members read your uploads there")  # fmt: skip
+    storage = require_bucket(storage)
     key, secret = os.environ.get(READ_KEY_ENV), os.environ.get(READ_SECRET_ENV)
     if bool(key) != bool(secret):
         raise ConfigError(f"set both {READ_KEY_ENV} and {READ_SECRET_ENV}, or neither")

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..errors import ConfigError
+
 MIB = 1024 * 1024
 S3_MIN_PART_BYTES = 5 * MIB  # S3's minimum size of every multipart part except the last
 
@@ -123,3 +125,13 @@ class StorageConfig(BaseModel):
     def endpoint_label(self) -> str:
         """The endpoint as shown in logs and errors (AWS's default when unset)."""
         return self.endpoint_url or f"aws:{self.region}"
+
+
+def require_bucket(storage: StorageConfig | None) -> StorageConfig:
+    """This node's bucket settings; ``ConfigError`` (one line, the same in every mode) if none."""
+    if storage is None:
+        raise ConfigError(
+            "no bucket configured; set --storage.bucket (and --storage.endpoint_url for R2 or "
+            "a local server): peers read your uploads there; see docs/storage.md"
+        )
+    return storage

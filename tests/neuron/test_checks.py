@@ -36,7 +36,8 @@ class BeaconClock(ManualClock):
 
 
 def run_at(neuron, *ticks: int) -> int:
-    neuron.rt.clock = BeaconClock(list(ticks))
+    neuron.rt.clock = clock = BeaconClock(list(ticks))
+    neuron.rt.beacon = clock.beacon  # declared on the runtime, as the subnet builder does
     return neuron.run(max_windows=1)
 
 

@@ -117,7 +117,8 @@ def test_a_manual_clock_has_no_deadline_in_seconds():
 
     protocol = ProtocolConfig()
     rt = SimpleNamespace(cfg=SimpleNamespace(protocol=protocol), metrics=Recorder(),
-                         clock=ManualClock(start=5), windows=WindowClock(protocol.window))  # fmt: skip
+                         clock=ManualClock(start=5), windows=WindowClock(protocol.window),
+                         tick_seconds=None)  # fmt: skip
     pacer = Pacer(rt)
     assert not pacer.active and pacer.seconds_to_deadline(0) == math.inf
     pacer.uploaded(0)
@@ -157,7 +158,7 @@ def bare_pacer(head: int, step_s: float | None):
     protocol = ProtocolConfig(window={"blocks": 20, "upload_deadline": 10, "report_deadline": 14},
                               inner={"steps": 20, "min_steps": 10})  # fmt: skip
     rt = SimpleNamespace(cfg=SimpleNamespace(protocol=protocol), metrics=Recorder(),
-                         clock=SimpleNamespace(now=lambda: head, seconds=1.0),
+                         clock=SimpleNamespace(now=lambda: head), tick_seconds=1.0,
                          windows=WindowClock(protocol.window))  # fmt: skip
     pacer = Pacer(rt)
     pacer.pace = Pace(step_s=step_s, tail_s=0.5)
