@@ -222,14 +222,18 @@ def test_the_base_loop_imports_no_role_gate_rule_or_action():
     assert not [m for m in imported if m.startswith(banned)]
 
 
-# Folders whose markers other branches are removing; everywhere else the formatter runs.
-FMT_SKIP_ELSEWHERE = ("room", "monitor", "membership")
+# Places whose markers other branches are removing, with how many they may keep at most;
+# everywhere else the formatter runs.
+FMT_SKIP_LEFT = {"subnet/monitor/": 38, "subnet/room/local.py": 8}
 
 
 def test_the_formatter_runs_over_subnet():
     marked = {
-        str(p.relative_to(ROOT)): p.read_text().count("# fmt: skip")
-        for p in python_files(SUBNET)
-        if p.relative_to(SUBNET).parts[0] not in FMT_SKIP_ELSEWHERE
+        str(p.relative_to(ROOT)): p.read_text().count("# fmt: skip") for p in python_files(SUBNET)
     }
-    assert not {p: n for p, n in marked.items() if n}, "shorten the signature instead"
+    left = {place: 0 for place in FMT_SKIP_LEFT}
+    for path, n in marked.items():
+        place = next((pl for pl in FMT_SKIP_LEFT if path.startswith(pl)), path)
+        left[place] = left.get(place, 0) + n
+    over = {pl: n for pl, n in left.items() if n > FMT_SKIP_LEFT.get(pl, 0)}
+    assert not over, f"# fmt: skip over its cap (shorten the signature instead): {over}"

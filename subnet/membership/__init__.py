@@ -8,5 +8,12 @@ importing this package stays free of bittensor.
 from .base import Membership, Readers, StaticMembership, StaticReaders
 from .roster import PERMISSIONS, Member, Roster
 
-__all__ = ["PERMISSIONS", "Member", "Membership", "Readers", "Roster", "StaticMembership",
-           "StaticReaders"]  # fmt: skip
+__all__ = [
+    "PERMISSIONS",
+    "Member",
+    "Membership",
+    "Readers",
+    "Roster",
+    "StaticMembership",
+    "StaticReaders",
+]

@@ -45,9 +45,8 @@ def chain_roster(neurons: Iterable[Any], holder_hotkey: str) -> Roster:
         if n.hotkey in seen:  # a metagraph lists a hotkey once; never trust that blindly
             continue
         seen.add(n.hotkey)
-        slot = "holder" if n.hotkey == holder_hotkey else (
-            "validator" if n.validator_permit else "miner"
-        )  # fmt: skip
+        ranked = "validator" if n.validator_permit else "miner"
+        slot = "holder" if n.hotkey == holder_hotkey else ranked
         stake = float(getattr(n, "stake", 0.0) or 0.0)
         members.append(
             Member(n.hotkey, frozenset({slot}), SLOT_PERMISSIONS[slot], int(n.uid), stake)
@@ -70,8 +69,13 @@ class JoinSettings:
 class ChainMembership:
     """Membership of one subnet, refreshed from the chain on request."""
 
-    def __init__(self, chain: ChainClient, holder_hotkey: str, readers: ReaderPool,
-                 join: JoinSettings | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        chain: ChainClient,
+        holder_hotkey: str,
+        readers: ReaderPool,
+        join: JoinSettings | None = None,
+    ) -> None:
         self.chain, self.holder_hotkey = chain, holder_hotkey
         self._readers, self._join = readers, join
         self._roster = Roster()
@@ -111,9 +115,13 @@ class ChainMembership:
         if bool(key) != bool(secret):
             raise ChainSetupError(f"set both {READ_KEY_ENV} and {READ_SECRET_ENV}, or neither")
         wanted = ReadSettings(
-            bucket=storage.bucket, endpoint_url=storage.endpoint_url, region=storage.region,
-            prefix=storage.prefix, access_key_id=key or None, secret_access_key=secret or None,
-        )  # fmt: skip
+            bucket=storage.bucket,
+            endpoint_url=storage.endpoint_url,
+            region=storage.region,
+            prefix=storage.prefix,
+            access_key_id=key or None,
+            secret_access_key=secret or None,
+        )
         current = self.chain.commitments().get(wallet.hotkey.ss58_address)
         try:
             if current is not None and _same_location(decode_commitment(current), wanted, key):
@@ -131,8 +139,9 @@ class ChainMembership:
 
 
 def _same_location(old: ReadSettings, new: ReadSettings, key: str | None) -> bool:
-    same = (old.bucket, old.endpoint_url, old.region, old.prefix) == (
-        new.bucket, new.endpoint_url, new.region, new.prefix,
-    )  # fmt: skip
+    def where(s: ReadSettings) -> tuple[str | None, ...]:
+        return s.bucket, s.endpoint_url, s.region, s.prefix
+
+    same = where(old) == where(new)
     # Without a read key configured here, keep whatever key was committed before.
     return same and (key is None or old.access_key_id == key)

@@ -69,9 +69,13 @@ class Roster:
     def digest(self) -> str:
         """A stable hash of the roster (sorted canonical JSON, sha256, 16 hex digits)."""
         rows = [
-            {"hotkey": m.hotkey, "slots": sorted(m.slots), "permissions": sorted(m.permissions),
-             "uid": m.uid}
+            {
+                "hotkey": m.hotkey,
+                "slots": sorted(m.slots),
+                "permissions": sorted(m.permissions),
+                "uid": m.uid,
+            }
             for m in sorted(self.members, key=lambda m: m.hotkey)
-        ]  # fmt: skip
+        ]
         canonical = json.dumps(rows, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]

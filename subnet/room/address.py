@@ -59,11 +59,17 @@ class RoomAddress:
         env = os.environ if environ is None else environ
         creds = CredentialSource()
         if env.get(ROOM_KEY_ENV):
-            creds = CredentialSource(access_key_id_env=ROOM_KEY_ENV,
-                                     secret_access_key_env=ROOM_SECRET_ENV)  # fmt: skip
-        return StorageConfig(bucket=self.bucket, endpoint_url=self.endpoint_url, region=self.region,
-                             addressing_style="path" if self.endpoint_url else "auto",
-                             credentials=creds, max_attempts=3)  # fmt: skip
+            creds = CredentialSource(
+                access_key_id_env=ROOM_KEY_ENV, secret_access_key_env=ROOM_SECRET_ENV
+            )
+        return StorageConfig(
+            bucket=self.bucket,
+            endpoint_url=self.endpoint_url,
+            region=self.region,
+            addressing_style="path" if self.endpoint_url else "auto",
+            credentials=creds,
+            max_attempts=3,
+        )
 
     def open(self, environ: dict[str, str] | None = None) -> RoomStore:
         """The room's objects, over S3."""
@@ -82,8 +88,10 @@ def parse_address(text: str, region: str = "us-east-1") -> RoomAddress:
     else:
         raise RoomError("bad_request", f"--room {text!r} is not a room address; use {EXAMPLE}")
     if len(path) != 2 or not _BUCKET.fullmatch(path[0]) or not re.fullmatch(NAME, path[1]):
-        raise RoomError("bad_request", f"--room {text!r} must end in /BUCKET/ROOM (room names: "
-                        "a-z 0-9 . _ -); e.g. " + EXAMPLE)  # fmt: skip
+        raise RoomError(
+            "bad_request",
+            f"--room {text!r} must end in /BUCKET/ROOM (room names: a-z 0-9 . _ -); e.g. {EXAMPLE}",
+        )
     return RoomAddress(endpoint, path[0], path[1], region)
 
 
@@ -93,7 +101,13 @@ def own_read(storage: StorageConfig | None) -> str:
     key, secret = os.environ.get(READ_KEY_ENV), os.environ.get(READ_SECRET_ENV)
     if bool(key) != bool(secret):
         raise ConfigError(f"set both {READ_KEY_ENV} and {READ_SECRET_ENV}, or neither")
-    return encode_commitment(ReadSettings(
-        bucket=storage.bucket, endpoint_url=storage.endpoint_url, region=storage.region,
-        prefix=storage.prefix, access_key_id=key or None, secret_access_key=secret or None,
-    ))  # fmt: skip
+    return encode_commitment(
+        ReadSettings(
+            bucket=storage.bucket,
+            endpoint_url=storage.endpoint_url,
+            region=storage.region,
+            prefix=storage.prefix,
+            access_key_id=key or None,
+            secret_access_key=secret or None,
+        )
+    )

@@ -90,18 +90,32 @@ def _body(model: type[Strict], doc: SignedDoc):
         raise RoomError("malformed", f"{doc.kind}: {str(error).splitlines()[0]}") from None
 
 
-def make_invite(signer: Signer, manifest: RoomManifest, location: str, permissions: list[str],
-                slots: list[str], ttl_s: float, *, now: float | None = None,
-                name: str = "") -> bytes:  # fmt: skip
+def make_invite(
+    signer: Signer,
+    manifest: RoomManifest,
+    location: str,
+    permissions: list[str],
+    slots: list[str],
+    ttl_s: float,
+    *,
+    now: float | None = None,
+    name: str = "",
+) -> bytes:
     """A signed invite to ``manifest``'s room; RoomError if ``signer`` may not grant it."""
     if not 0 < ttl_s <= MAX_TTL_S:
         raise RoomError("bad_request", f"expiry must be within 30 days, got {ttl_s:.0f} s")
     _check_issuer(manifest, signer.ss58_address, permissions)
     try:
-        invite = Invite(room=manifest.room, owner=manifest.owner, location=location,
-                        permissions=sorted(permissions), slots=sorted(slots),
-                        expires=(time.time() if now is None else now) + ttl_s,
-                        nonce=secrets.token_hex(16), name=name)  # fmt: skip
+        invite = Invite(
+            room=manifest.room,
+            owner=manifest.owner,
+            location=location,
+            permissions=sorted(permissions),
+            slots=sorted(slots),
+            expires=(time.time() if now is None else now) + ttl_s,
+            nonce=secrets.token_hex(16),
+            name=name,
+        )
     except (ValidationError, ValueError) as error:
         raise RoomError("bad_request", str(error).splitlines()[-1].strip()) from None
     return sign_doc(signer, INVITE, invite.model_dump(mode="json"))
@@ -180,9 +194,14 @@ def check_redemption(
     if manifest.member(doc.signer) is not None:
         raise RoomError("already_member", f"{doc.signer} is a member already")
     try:
-        member = RoomMember(hotkey=doc.signer, read=claim.read, permissions=list(invite.permissions),
-                            slots=list(invite.slots), since=manifest.version + 1,
-                            name=claim.name or invite.name)  # fmt: skip
+        member = RoomMember(
+            hotkey=doc.signer,
+            read=claim.read,
+            permissions=list(invite.permissions),
+            slots=list(invite.slots),
+            since=manifest.version + 1,
+            name=claim.name or invite.name,
+        )
     except ValidationError as error:
         raise RoomError("malformed", str(error).splitlines()[-1].strip()) from None
     return member, invite.nonce

@@ -214,8 +214,9 @@ def check_transition(prev: Manifest, nxt: Manifest) -> None:
     if (b.room, b.owner) != (a.room, a.owner):
         raise RoomError("bad_transition", "the room or its owner changed")
     if b.version != a.version + 1 or b.prev != prev.digest:
-        raise RoomError("bad_transition",
-                        f"version {b.version} does not follow version {a.version}")  # fmt: skip
+        raise RoomError(
+            "bad_transition", f"version {b.version} does not follow version {a.version}"
+        )
     if not set(a.redeemed) <= set(b.redeemed):
         raise RoomError("bad_transition", "a redeemed nonce was dropped (it could be reused)")
     if signer == a.owner:

@@ -41,8 +41,10 @@ def slot_needs(spec: TopologySpec) -> dict[str, frozenset[str]]:
     lead's, else the one holding the model: see ``Runtime.data_owner``) needs ``data.grant``,
     so data units only ever come from a member granted it.
     """
-    needs = {name: frozenset(role.permissions) | (frozenset(role.holds) & set(HOLD_PERMISSIONS))
-             for name, role in spec.roles.items()}  # fmt: skip
+    needs = {
+        name: frozenset(role.permissions) | (frozenset(role.holds) & set(HOLD_PERMISSIONS))
+        for name, role in spec.roles.items()
+    }
     for hold in ("data.grant", "run.lead", "model"):
         serving = [name for name, role in spec.roles.items() if hold in role.holds]
         if serving:
@@ -52,8 +54,12 @@ def slot_needs(spec: TopologySpec) -> dict[str, frozenset[str]]:
     return needs
 
 
-def room_roster(manifest: Manifest, spec: TopologySpec, gone: frozenset[str] = frozenset(),
-                refused: dict[tuple[str, str], str] | None = None) -> Roster:  # fmt: skip
+def room_roster(
+    manifest: Manifest,
+    spec: TopologySpec,
+    gone: frozenset[str] = frozenset(),
+    refused: dict[tuple[str, str], str] | None = None,
+) -> Roster:
     """The run's roster: members (not ``gone``) in the slots they hold the needs of.
 
     ``refused`` collects ``(hotkey, slot) -> why`` for members left out of a slot they claim.
@@ -105,8 +111,16 @@ class RoomReaders:
 class RoomMembership:
     """Membership of run ``run`` in a room, refreshed from the room's manifest."""
 
-    def __init__(self, rooms: RoomStore, run: str, hotkey: str, spec: TopologySpec,
-                 pool: ReaderPool, *, owner: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        rooms: RoomStore,
+        run: str,
+        hotkey: str,
+        spec: TopologySpec,
+        pool: ReaderPool,
+        *,
+        owner: str | None = None,
+    ) -> None:
         self.rooms, self.run_name, self.hotkey, self.spec = rooms, run, hotkey, spec
         self.owner = owner
         self._readers = RoomReaders(pool)
@@ -129,8 +143,10 @@ class RoomMembership:
         """The run record this membership follows (SetupError if the room has no such run)."""
         run = self.manifest.body.run(self.run_name) if self.manifest else None
         if run is None:
-            raise SetupError(f"room {self.rooms.room!r} has no run {self.run_name!r}; "
-                             "`python -m subnet.room status` lists its runs")  # fmt: skip
+            raise SetupError(
+                f"room {self.rooms.room!r} has no run {self.run_name!r}; "
+                "`python -m subnet.room status` lists its runs"
+            )
         return run
 
     def refresh(self) -> Roster:
@@ -141,25 +157,40 @@ class RoomMembership:
         except RoomError as error:
             if self.manifest is None:
                 raise
-            logger.warning("room manifest refused ({}), keeping version {}: {}", error.reason,
-                           self.manifest.version, error)  # fmt: skip
+            logger.warning(
+                "room manifest refused ({}), keeping version {}: {}",
+                error.reason,
+                self.manifest.version,
+                error,
+            )
         except StorageError as error:
             if self.manifest is None:
                 raise
-            logger.warning("room manifest unreadable, keeping version {}: {}",
-                           self.manifest.version, error)  # fmt: skip
+            logger.warning(
+                "room manifest unreadable, keeping version {}: {}", self.manifest.version, error
+            )
         refused: dict[tuple[str, str], str] = {}
         roster = room_roster(self.manifest, self.spec, self._left(), refused)
         for (hotkey, slot), why in sorted(refused.items()):
             if self.refused.get((hotkey, slot)) != why:
-                logger.warning("room {}: {} does not count as {} ({}): its work in this run "
-                               "is ignored", self.rooms.room, hotkey, slot, why)  # fmt: skip
+                logger.warning(
+                    "room {}: {} does not count as {} ({}): its work in this run is ignored",
+                    self.rooms.room,
+                    hotkey,
+                    slot,
+                    why,
+                )
         if self.hotkey in self._roster and self.hotkey not in roster:
-            logger.warning("this node ({}) is no longer a member of room {}: it left or was "
-                           "removed; its work no longer counts", self.hotkey, self.rooms.room)  # fmt: skip
+            logger.warning(
+                "this node ({}) is no longer a member of room {}: it left or was "
+                "removed; its work no longer counts",
+                self.hotkey,
+                self.rooms.room,
+            )
         self.refused, self._roster = refused, roster
-        self._readers.pool.update({m.hotkey: m.read for m in self.manifest.body.members
-                                   if m.hotkey in roster})  # fmt: skip
+        self._readers.pool.update(
+            {m.hotkey: m.read for m in self.manifest.body.members if m.hotkey in roster}
+        )
         self._readers.allowed = readable(self.spec, roster, self.hotkey)
         return roster
 

@@ -51,12 +51,19 @@ def create_room(
 ) -> Manifest:
     """Version 0: the owner is the only member, with every permission and the admit right."""
     try:
-        me = RoomMember(hotkey=owner.ss58_address, read=read, permissions=sorted(PERMISSIONS),
-                        slots=sorted(slots), admit=True, name=name)  # fmt: skip
+        me = RoomMember(
+            hotkey=owner.ss58_address,
+            read=read,
+            permissions=sorted(PERMISSIONS),
+            slots=sorted(slots),
+            admit=True,
+            name=name,
+        )
     except ValueError as error:
         raise RoomError("bad_request", str(error).splitlines()[-1].strip()) from None
-    body = RoomManifest(room=rs.room, owner=owner.ss58_address, version=0, members=[me],
-                        created=time.time())  # fmt: skip
+    body = RoomManifest(
+        room=rs.room, owner=owner.ss58_address, version=0, members=[me], created=time.time()
+    )
     return rs.create(owner, body)
 
 
@@ -184,8 +191,11 @@ def add_pace(rs: RoomStore, owner: Signer, run: str, tick: int, seconds: float) 
     if record is None:
         raise RoomError("not_found", f"room {m.body.room!r} has no run {run!r}")
     if record.pace and tick <= record.pace[-1].tick:
-        raise RoomError("conflict", f"run {run!r} changes pace at tick {record.pace[-1].tick} "
-                        f"already; a change at tick {tick} must come after it")  # fmt: skip
+        raise RoomError(
+            "conflict",
+            f"run {run!r} changes pace at tick {record.pace[-1].tick} already; "
+            f"a change at tick {tick} must come after it",
+        )
     try:
         change = PaceChange(tick=tick, seconds=seconds)
     except ValueError as error:
@@ -197,5 +207,7 @@ def add_pace(rs: RoomStore, owner: Signer, run: str, tick: int, seconds: float) 
 
 def _require_owner(m: Manifest, signer: Signer) -> None:
     if signer.ss58_address != m.body.owner:
-        raise RoomError("not_authorized", f"only the owner {m.body.owner} may do that; "
-                        "use the owner's wallet (--wallet.name)")  # fmt: skip
+        raise RoomError(
+            "not_authorized",
+            f"only the owner {m.body.owner} may do that; use the owner's wallet (--wallet.name)",
+        )

@@ -18,9 +18,15 @@ if TYPE_CHECKING:
     from ..wire import Signer  # a Protocol; importing subnet.wire loads torch
 
 
-def publish_run(rs: RoomStore, owner: Signer, name: str, template: Template,
-                protocol: ProtocolConfig, tick_seconds: float,
-                origin: float | None = None) -> tuple[Manifest, RunPlan, Roster]:  # fmt: skip
+def publish_run(
+    rs: RoomStore,
+    owner: Signer,
+    name: str,
+    template: Template,
+    protocol: ProtocolConfig,
+    tick_seconds: float,
+    origin: float | None = None,
+) -> tuple[Manifest, RunPlan, Roster]:
     """Compile ``template`` with the room's members and publish the run (owner only).
 
     The run pins the exact topology version, its parameters, the shared protocol settings (with
@@ -41,15 +47,25 @@ def publish_run(rs: RoomStore, owner: Signer, name: str, template: Template,
     m = rs.latest()
     roster = room_roster(m, spec, frozenset(ops.left_members(rs, m)))
     try:
-        plan = compile_plan(spec, Template(topology=template.topology, params=params), roster,
-                            REGISTRIES)  # fmt: skip
+        plan = compile_plan(
+            spec, Template(topology=template.topology, params=params), roster, REGISTRIES
+        )
     except PlanError as error:
-        raise RoomError("bad_request", f"{template.topology} cannot run with this room's "
-                        f"members: {error}; invite members for that slot first") from None  # fmt: skip
+        raise RoomError(
+            "bad_request",
+            f"{template.topology} cannot run with this room's members: {error}; "
+            "invite members for that slot first",
+        ) from None
     try:
-        record = RoomRun(name=name, topology=plan.ref, params=params, digest=plan.digest,
-                         protocol=protocol.model_dump(mode="json"), tick_seconds=tick_seconds,
-                         origin=time.time() if origin is None else origin)  # fmt: skip
+        record = RoomRun(
+            name=name,
+            topology=plan.ref,
+            params=params,
+            digest=plan.digest,
+            protocol=protocol.model_dump(mode="json"),
+            tick_seconds=tick_seconds,
+            origin=time.time() if origin is None else origin,
+        )
     except ValueError as error:
         raise RoomError("bad_request", str(error).splitlines()[-1].strip()) from None
     return ops.start_run(rs, owner, record), plan, roster

@@ -42,8 +42,9 @@ class SignedDoc:
     @property
     def digest(self) -> str:
         """sha256 hex of the signed content (kind, signer, body)."""
-        return hashlib.sha256(self.kind.encode() + b"\0" + self.signer.encode() + b"\0"
-                              + canonical(self.body)).hexdigest()  # fmt: skip
+        return hashlib.sha256(
+            self.kind.encode() + b"\0" + self.signer.encode() + b"\0" + canonical(self.body)
+        ).hexdigest()
 
 
 def _message(kind: str, body: dict[str, Any]) -> bytes:
@@ -88,8 +89,7 @@ def parse_doc(raw: bytes, kind: str) -> SignedDoc:
     if not isinstance(doc, dict) or set(doc) != {"kind", "signer", "body", "signature"}:
         raise RoomError("malformed", "a signed document has exactly kind, signer, body, signature")
     k, signer, body, sig = doc["kind"], doc["signer"], doc["body"], doc["signature"]
-    if not (isinstance(k, str) and isinstance(signer, str) and isinstance(body, dict)
-            and isinstance(sig, str)):  # fmt: skip
+    if not all(isinstance(v, str) for v in (k, signer, sig)) or not isinstance(body, dict):
         raise RoomError("malformed", "kind, signer and signature are strings; body an object")
     if k != kind:
         raise RoomError("wrong_kind", f"a {k!r} document where a {kind!r} was expected")

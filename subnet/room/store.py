@@ -76,13 +76,18 @@ class RoomStore:
         try:
             raw = self._get(self.pointer_key)
         except RoomError:
-            raise RoomError("not_found", f"no room {self.room!r} here (nothing at "
-                            f"{self.pointer_key}); check the room address") from None  # fmt: skip
+            raise RoomError(
+                "not_found",
+                f"no room {self.room!r} here (nothing at {self.pointer_key}); "
+                "check the room address",
+            ) from None
         head = parse_manifest(raw)
         if known is not None:
             if head.version < known.version:
-                raise RoomError("rollback", f"pointer names version {head.version}, "
-                                f"version {known.version} was seen")  # fmt: skip
+                raise RoomError(
+                    "rollback",
+                    f"pointer names version {head.version}, version {known.version} was seen",
+                )
             if head.version == known.version:
                 if head.digest != known.digest:
                     raise RoomError("fork", f"two different manifests of version {head.version}")
