@@ -283,7 +283,12 @@ class ModelHolder(BaseNeuron):
         chosen = [hk for hk in sorted(got.accepted) if weights.get(hk, 0.0) > 0]
         log_uploads(self.rt.metrics, window, got, weights, len(reports))
         if not chosen:
-            logger.info("window {}: nothing to merge ({} uploads)", window, len(got.accepted))
+            # No upload, or every one scored and none proved a gain (docs/validator.md).
+            zero = ", ".join(f"{hk[:8]} {weights.get(hk, 0.0):.4f}" for hk in sorted(got.accepted))
+            why = f": no positive weight from {len(reports)} report(s) ({zero})" if zero else ""
+            logger.info(
+                "window {}: nothing to merge ({} uploads){}", window, len(got.accepted), why
+            )
             return MergeResult(window, False, weights)
         delta = merge_payloads(
             self.compressor,
