@@ -41,12 +41,17 @@ from .pace import RoomPace
 from .runs import publish_run
 
 REPO = Path(__file__).resolve().parents[2]
-ENTRY = {"miner": "neurons/miner.py", "validator": "neurons/validator.py",
-         "holder": "neurons/model_holder.py"}  # fmt: skip
-KEYS = {"BEAM_S3_ACCESS_KEY_ID": DUMMY_ACCESS_KEY_ID,
-        "BEAM_S3_SECRET_ACCESS_KEY": DUMMY_SECRET_ACCESS_KEY,
-        "BEAM_S3_READ_ACCESS_KEY_ID": DUMMY_ACCESS_KEY_ID,
-        "BEAM_S3_READ_SECRET_ACCESS_KEY": DUMMY_SECRET_ACCESS_KEY}  # fmt: skip
+ENTRY = {
+    "miner": "neurons/miner.py",
+    "validator": "neurons/validator.py",
+    "holder": "neurons/model_holder.py",
+}
+KEYS = {
+    "BEAM_S3_ACCESS_KEY_ID": DUMMY_ACCESS_KEY_ID,
+    "BEAM_S3_SECRET_ACCESS_KEY": DUMMY_SECRET_ACCESS_KEY,
+    "BEAM_S3_READ_ACCESS_KEY_ID": DUMMY_ACCESS_KEY_ID,
+    "BEAM_S3_READ_SECRET_ACCESS_KEY": DUMMY_SECRET_ACCESS_KEY,
+}
 # Subnet mode's topology (its template names it), the default of a local room run.
 SUBNET = template_from_file(specs_dir() / "templates" / "subnet.toml").topology
 # A local run's size where the topology leaves it to the template: small cohorts, H steps that
@@ -121,10 +126,15 @@ class RoomSettings:
         window = {"blocks": b, "upload_deadline": upload, "report_deadline": report}
         if reveal is not None:
             window["reveal_deadline"] = reveal
-        return ProtocolConfig.model_validate({
-            "model": self.preset, "dataset": self.dataset, "seq_len": 64, "window": window,
-            "inner": {"steps": self.inner_steps, "micro_batch": 8},
-        })  # fmt: skip
+        return ProtocolConfig.model_validate(
+            {
+                "model": self.preset,
+                "dataset": self.dataset,
+                "seq_len": 64,
+                "window": window,
+                "inner": {"steps": self.inner_steps, "micro_batch": 8},
+            }
+        )
 
     def members(self) -> dict[str, str]:
         """Member name -> slot. The owner fills the lead slot and is named after it; every
@@ -144,8 +154,13 @@ class RoomSettings:
 class LocalRoom:
     """Start, watch and stop a local room run under ``root``."""
 
-    def __init__(self, root: str | Path, settings: RoomSettings, server: MotoServer | None = None,
-                 launch: Callable[..., Any] = spawn) -> None:  # fmt: skip
+    def __init__(
+        self,
+        root: str | Path,
+        settings: RoomSettings,
+        server: MotoServer | None = None,
+        launch: Callable[..., Any] = spawn,
+    ) -> None:
         """A room under ``root``; on its own S3 server, or on ``server`` (started and stopped by
         whoever shares it). ``launch`` starts a member's process (``childproc.spawn``'s
         signature)."""
@@ -178,19 +193,28 @@ class LocalRoom:
         """Member ``name``'s bucket (created on first use)."""
         bucket = f"{self.settings.buckets}-{name}".replace("_", "-")  # S3: no underscores
         if bucket not in self.buckets:
-            store = S3Store.from_config(StorageConfig(
-                bucket=bucket, endpoint_url=self.server.endpoint_url, addressing_style="path",
-            ), KEYS)  # fmt: skip
+            store = S3Store.from_config(
+                StorageConfig(
+                    bucket=bucket,
+                    endpoint_url=self.server.endpoint_url,
+                    addressing_style="path",
+                ),
+                KEYS,
+            )
             store.ensure_bucket()
             self.buckets.add(bucket)
         return bucket
 
     def read(self, name: str) -> str:
         """Member ``name``'s read settings, as the manifest records them."""
-        return encode_commitment(ReadSettings(bucket=self.bucket(name),
-                                              endpoint_url=self.server.endpoint_url,
-                                              access_key_id=DUMMY_ACCESS_KEY_ID,
-                                              secret_access_key=DUMMY_SECRET_ACCESS_KEY))  # fmt: skip
+        return encode_commitment(
+            ReadSettings(
+                bucket=self.bucket(name),
+                endpoint_url=self.server.endpoint_url,
+                access_key_id=DUMMY_ACCESS_KEY_ID,
+                secret_access_key=DUMMY_SECRET_ACCESS_KEY,
+            )
+        )
 
     def setup(self, origin: float | None = None) -> None:
         """S3 server, room, every member invited into its slot, redeemed and admitted, the
@@ -256,16 +280,21 @@ class LocalRoom:
         s = self.settings
         self.wallet(name)
         role = self.spec.roles[slot].role_class if slot in self.spec.roles else slot
-        args = [
-            sys.executable, str(REPO / (script or s.scripts.get(name) or ENTRY[role])),
-            "--room", str(self.address), "--run", s.run,
-            "--wallet.path", str(self.root / "wallets"), "--wallet.name", name,
-            "--storage.bucket", self.bucket(name), "--storage.endpoint_url",
-            self.server.endpoint_url, "--storage.addressing_style", "path",
-            "--neuron.state_dir", str(self.root / "state"), "--data.dir",
-            str(Path(s.data_dir).resolve()), "--logging.dir", str(self.root / "logs"),
-            "--neuron.threads", "1",
-        ]  # fmt: skip
+        flags = {
+            "--room": str(self.address),
+            "--run": s.run,
+            "--wallet.path": str(self.root / "wallets"),
+            "--wallet.name": name,
+            "--storage.bucket": self.bucket(name),
+            "--storage.endpoint_url": self.server.endpoint_url,
+            "--storage.addressing_style": "path",
+            "--neuron.state_dir": str(self.root / "state"),
+            "--data.dir": str(Path(s.data_dir).resolve()),
+            "--logging.dir": str(self.root / "logs"),
+            "--neuron.threads": "1",
+        }
+        entry = REPO / (script or s.scripts.get(name) or ENTRY[role])
+        args = [sys.executable, str(entry), *(x for flag in flags.items() for x in flag)]
         self.procs[name] = self.launch(args, self.root / "logs" / f"{name}.out", KEYS)
 
     def rooms(self):
@@ -277,15 +306,23 @@ class LocalRoom:
         s = self.settings
         protocol = s.protocol().model_copy(update={"run": s.run})
         template = s.template()
+        members = s.members()
+        participants = {
+            self.hotkeys[n]: {"name": n, "role": self.spec.roles[slot].role_class, "slot": slot}
+            for n, slot in members.items()
+        }
         run = {
-            "name": self.root.name, "started": time.time(), "network": f"room {self.address}",
-            "config_hash": protocol.config_hash(), "protocol": protocol.model_dump(mode="json"),
-            "topology": template.topology, "params": dict(template.params), "origin": self.origin,
+            "name": self.root.name,
+            "started": time.time(),
+            "network": f"room {self.address}",
+            "config_hash": protocol.config_hash(),
+            "protocol": protocol.model_dump(mode="json"),
+            "topology": template.topology,
+            "params": dict(template.params),
+            "origin": self.origin,
             "settings": {k: v for k, v in asdict(s).items() if k not in ("scripts", "params")},
-            "participants": {self.hotkeys[n]: {"name": n, "role": self.spec.roles[slot].role_class,
-                                               "slot": slot}
-                             for n, slot in s.members().items()},
-        }  # fmt: skip
+            "participants": participants,
+        }
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "run.json").write_text(json.dumps(run, indent=2))
 
