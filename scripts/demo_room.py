@@ -53,7 +53,12 @@ def main() -> int:
     parser.add_argument(
         "--preset", default="tiny", help="model preset: tiny, small, hypertrain-20m"
     )
-    parser.add_argument("--inner-steps", type=int, default=10, help="H: inner steps per round")
+    parser.add_argument(
+        "--inner-steps",
+        type=int,
+        default=20,
+        help="H: inner steps per round (as make demo: enough for a miner to prove its gain)",
+    )
     parser.add_argument("--tick-seconds", type=float, default=0.5, help="seconds per tick")
     parser.add_argument(
         "--window-ticks",
