@@ -18,9 +18,12 @@ def git_commit() -> str:
     """The checked-out commit of this package, or its version when not in a git checkout."""
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
             cwd=Path(__file__).resolve().parent,
-        )  # fmt: skip
+        )
     except OSError:
         return __version__
     return out.stdout.strip() or __version__
@@ -29,16 +32,28 @@ def git_commit() -> str:
 class WandbSink:
     """Logs every numeric field of every metrics event as ``event/field``."""
 
-    def __init__(self, *, mode: str, project: str, name: str, group: str, folder: Path,
-                 config: dict[str, Any]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        *,
+        mode: str,
+        project: str,
+        name: str,
+        group: str,
+        folder: Path,
+        config: dict[str, Any],
+    ) -> None:
         import wandb  # slow to import; only when W&B is on
 
         folder.mkdir(parents=True, exist_ok=True)
         self.run = wandb.init(
-            mode=mode, project=project, name=name, group=group, dir=str(folder),
+            mode=mode,
+            project=project,
+            name=name,
+            group=group,
+            dir=str(folder),
             config={**config, "git_commit": git_commit()},
             reinit="finish_previous",
-        )  # fmt: skip
+        )
 
     def log(self, event: str, fields: dict[str, Any]) -> None:
         """Mirror one metrics record (non-numeric fields stay in the jsonl only)."""

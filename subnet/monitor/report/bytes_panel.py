@@ -61,37 +61,77 @@ def panel(run: Run) -> str:
     rows = traffic.by_role(run)
     if not rows:
         return ""
-    head = ("role: up / down", "peers", "peer-rounds", "up / peer / round", "down / peer / round",
-            "up + down", "after the first: up", "down", "total up", "total down")  # fmt: skip
-    cells = [[_what(r.role), fmt_int(r.peers), fmt_int(r.records), fmt_bytes(r.up_per_round),
-              fmt_bytes(r.down_per_round), fmt_bytes(r.both_per_round), fmt_bytes(r.steady_up),
-              fmt_bytes(r.steady_down), fmt_bytes(r.up), fmt_bytes(r.down)]
-             for r in rows]  # fmt: skip
+    head = (
+        "role: up / down",
+        "peers",
+        "peer-rounds",
+        "up / peer / round",
+        "down / peer / round",
+        "up + down",
+        "after the first: up",
+        "down",
+        "total up",
+        "total down",
+    )
+    cells = [
+        [
+            _what(r.role),
+            fmt_int(r.peers),
+            fmt_int(r.records),
+            fmt_bytes(r.up_per_round),
+            fmt_bytes(r.down_per_round),
+            fmt_bytes(r.both_per_round),
+            fmt_bytes(r.steady_up),
+            fmt_bytes(r.steady_down),
+            fmt_bytes(r.up),
+            fmt_bytes(r.down),
+        ]
+        for r in rows
+    ]
     ring = traffic.ddp_ring_per_round(run)
     if ring is not None:
-        cells.append(["<b>DDP worker</b><br>up: fp32 gradients, ring all-reduce every step; "
-                      "down: as much", DASH, DASH,
-                      fmt_bytes(ring), fmt_bytes(ring), fmt_bytes(2 * ring), fmt_bytes(ring),
-                      fmt_bytes(ring), DASH, DASH])  # fmt: skip
+        cells.append(
+            [
+                "<b>DDP worker</b><br>up: fp32 gradients, ring all-reduce every step; "
+                "down: as much",
+                DASH,
+                DASH,
+                fmt_bytes(ring),
+                fmt_bytes(ring),
+                fmt_bytes(2 * ring),
+                fmt_bytes(ring),
+                fmt_bytes(ring),
+                DASH,
+                DASH,
+            ]
+        )
     th = "".join(
         f"<th>{h}</th>" if i == 0 else f'<th class="n">{h}</th>' for i, h in enumerate(head)
     )
     body = "".join(
-        "<tr>" + "".join(f'<td class="w">{c}</td>' if i == 0 else f'<td class="n">{c}</td>'
-                         for i, c in enumerate(row)) + "</tr>"
+        "<tr>"
+        + "".join(
+            f'<td class="w">{c}</td>' if i == 0 else f'<td class="n">{c}</td>'
+            for i, c in enumerate(row)
+        )
+        + "</tr>"
         for row in cells
-    )  # fmt: skip
-    note = ("Everything each peer's storage client sent (up) and received (down), bodies and "
-            "header lines, from its metrics; per round is the mean over its records (a miner's "
-            "or validator's window, the holder's version); after the first leaves out each peer's first "
-            "record (dataset shards, the first checkpoint, the holder's initial model). DDP: what each worker sends, and "
-            "receives as much, all-reducing fp32 gradients every inner step over the round's "
-            "contributors.")  # fmt: skip
+    )
+    note = (
+        "Everything each peer's storage client sent (up) and received (down), bodies and "
+        "header lines, from its metrics; per round is the mean over its records (a miner's "
+        "or validator's window, the holder's version); after the first leaves out each peer's first "
+        "record (dataset shards, the first checkpoint, the holder's initial model). DDP: what each worker sends, and "
+        "receives as much, all-reducing fp32 gradients every inner step over the round's "
+        "contributors."
+    )
     checks = traffic.verification(run)
     line = f'<p class="meta">{escape(checks[0].upper() + checks[1:])}</p>' if checks else ""
-    return (f'<section class="panel"><h2>Bytes per peer per round</h2><table><thead><tr>{th}'
-            f'</tr></thead><tbody>{body}</tbody></table>{line}'
-            f'<p class="meta">{escape(note)}</p></section>')  # fmt: skip
+    return (
+        f'<section class="panel"><h2>Bytes per peer per round</h2><table><thead><tr>{th}'
+        f"</tr></thead><tbody>{body}</tbody></table>{line}"
+        f'<p class="meta">{escape(note)}</p></section>'
+    )
 
 
 def _what(role: str) -> str:

@@ -255,18 +255,36 @@ def _add(run: Run, r: dict[str, Any]) -> None:
         entry[1] += 1
     if event == "version" and _int(r.get("version")) is not None:
         contributors = _numbers(r.get("contributors"))
-        run.versions.append(Version(
-            t, _int(r.get("window"), -1), _int(r.get("version"), 0), _float(r.get("heldout_loss")),
-            contributors, _int(r.get("bytes")), _int(r.get("tokens")), _int(r.get("reports")),
-            _int(r.get("ddp_bytes")), _float(r.get("merge_seconds")),
-            _int(r.get("ddp_ring_bytes_per_worker")),
-        ))  # fmt: skip
+        run.versions.append(
+            Version(
+                t,
+                _int(r.get("window"), -1),
+                _int(r.get("version"), 0),
+                _float(r.get("heldout_loss")),
+                contributors,
+                _int(r.get("bytes")),
+                _int(r.get("tokens")),
+                _int(r.get("reports")),
+                _int(r.get("ddp_bytes")),
+                _float(r.get("merge_seconds")),
+                _int(r.get("ddp_ring_bytes_per_worker")),
+            )
+        )
     elif event == "train" and _int(r.get("window")) is not None:
-        run.trains.append(Train(
-            t, hotkey, _int(r.get("window"), 0), _int(r.get("steps")), _int(r.get("tokens")),
-            _float(r.get("loss")), _float(r.get("seconds")), _float(r.get("sync_seconds")),
-            _int(r.get("bytes")), _int(r.get("version")),
-        ))  # fmt: skip
+        run.trains.append(
+            Train(
+                t,
+                hotkey,
+                _int(r.get("window"), 0),
+                _int(r.get("steps")),
+                _int(r.get("tokens")),
+                _float(r.get("loss")),
+                _float(r.get("seconds")),
+                _float(r.get("sync_seconds")),
+                _int(r.get("bytes")),
+                _int(r.get("version")),
+            )
+        )
     elif event == "scores" and _int(r.get("window")) is not None:
         verdicts = {
             str(k): (str(v[0]), float(v[1]))
@@ -276,25 +294,52 @@ def _add(run: Run, r: dict[str, Any]) -> None:
         moving = _numbers(r.get("moving"))
         details = {str(k): str(v) for k, v in _dict(r.get("details")).items()}
         measured = {str(k): _numbers(v) for k, v in _dict(r.get("measured")).items()}
-        run.scores.append(Scores(t, hotkey, _int(r.get("window"), 0), _int(r.get("version")),
-                                 verdicts, moving, details, measured))  # fmt: skip
+        run.scores.append(
+            Scores(
+                t,
+                hotkey,
+                _int(r.get("window"), 0),
+                _int(r.get("version")),
+                verdicts,
+                moving,
+                details,
+                measured,
+            )
+        )
     elif event == "weights":
         weights = _numbers(r.get("weights"))
-        run.weights.append(Weights(
-            t, hotkey, _int(r.get("block")), bool(r.get("ok")), str(r.get("reason") or ""), weights,
-            _numbers(r.get("by_hotkey")),
-        ))  # fmt: skip
+        run.weights.append(
+            Weights(
+                t,
+                hotkey,
+                _int(r.get("block")),
+                bool(r.get("ok")),
+                str(r.get("reason") or ""),
+                weights,
+                _numbers(r.get("by_hotkey")),
+            )
+        )
     elif event == "uploads" and _int(r.get("window")) is not None:
         merged = r.get("merged") if isinstance(r.get("merged"), list) else []
-        run.windows.append(WindowOutcome(
-            t, _int(r.get("window"), 0), {str(k): str(v) for k, v in _dict(r.get("verdicts")).items()},
-            [str(m) for m in merged], str(r.get("empty") or ""),
-        ))  # fmt: skip
+        run.windows.append(
+            WindowOutcome(
+                t,
+                _int(r.get("window"), 0),
+                {str(k): str(v) for k, v in _dict(r.get("verdicts")).items()},
+                [str(m) for m in merged],
+                str(r.get("empty") or ""),
+            )
+        )
     elif event == "upload" and _int(r.get("window")) is not None:
-        run.uploads.append(UploadTiming(
-            t, hotkey, _int(r.get("window"), 0), bool(r.get("late")),
-            _float(r.get("seconds_to_deadline")),
-        ))  # fmt: skip
+        run.uploads.append(
+            UploadTiming(
+                t,
+                hotkey,
+                _int(r.get("window"), 0),
+                bool(r.get("late")),
+                _float(r.get("seconds_to_deadline")),
+            )
+        )
     elif event == "window_failed":
         run.failures.append(
             Failure(t, hotkey, role, _int(r.get("window")), str(r.get("reason") or "?"))

@@ -75,8 +75,11 @@ def load_topology(path: str | Path, names: dict[str, str] | None = None) -> Topo
     for hotkey, slot in sorted(slot_of.items(), key=lambda kv: (kv[1], name(kv[0]))):
         slots.setdefault(slot, []).append(name(hotkey))
     lanes_doc = next((r["lanes"] for r in plans if isinstance(r.get("lanes"), dict)), {})
-    lanes = [_lane(lane_name, doc, slots) for lane_name, doc in sorted(lanes_doc.items())
-             if isinstance(doc, dict)]  # fmt: skip
+    lanes = [
+        _lane(lane_name, doc, slots)
+        for lane_name, doc in sorted(lanes_doc.items())
+        if isinstance(doc, dict)
+    ]
     ref = str(plans[0].get("ref") or "?")
     digests = tuple(sorted({str(r.get("digest")) for r in plans}))
     return TopologyView(ref, digests, slots, lanes, _rounds(records, slot_of, name))
@@ -96,9 +99,15 @@ def _member_names(path: Path) -> dict[str, str]:
 def _lane(name: str, doc: dict[str, Any], slots: dict[str, list[str]]) -> LaneView:
     writers = tuple(str(s) for s in doc.get("writers") or ())
     readers = tuple(str(s) for s in doc.get("readers") or ())
-    return LaneView(name, str(doc.get("kind", "?")), str(doc.get("mode", "?")), writers, readers,
-                    tuple(m for s in writers for m in slots.get(s, [])),
-                    tuple(m for s in readers for m in slots.get(s, [])))  # fmt: skip
+    return LaneView(
+        name,
+        str(doc.get("kind", "?")),
+        str(doc.get("mode", "?")),
+        writers,
+        readers,
+        tuple(m for s in writers for m in slots.get(s, [])),
+        tuple(m for s in readers for m in slots.get(s, [])),
+    )
 
 
 def _rounds(records: list[dict[str, Any]], slot_of: dict[str, str], name) -> list[SlotRound]:
@@ -122,6 +131,11 @@ def _rounds(records: list[dict[str, Any]], slot_of: dict[str, str], name) -> lis
         elif event == "window_failed":
             add(failed, window, hotkey)
     keys = sorted(set(sent) | set(merged) | set(failed))
-    return [SlotRound(w, slot, *(tuple(sorted(name(h) for h in t.get((w, slot), ())))
-                                 for t in (sent, merged, failed)))
-            for w, slot in keys]  # fmt: skip
+    return [
+        SlotRound(
+            w,
+            slot,
+            *(tuple(sorted(name(h) for h in t.get((w, slot), ()))) for t in (sent, merged, failed)),
+        )
+        for w, slot in keys
+    ]

@@ -79,9 +79,17 @@ def by_role(run: Run) -> list[RoleTraffic]:
         first: dict[str, tuple[int, int]] = {}
         for t in mine:  # transfers are in file order: a peer's first record comes first
             first.setdefault(t.hotkey, (t.up, t.down))
-        out.append(RoleTraffic(role, len(first), len(mine), sum(t.up for t in mine),
-                               sum(t.down for t in mine), sum(u for u, _ in first.values()),
-                               sum(d for _, d in first.values())))  # fmt: skip
+        out.append(
+            RoleTraffic(
+                role,
+                len(first),
+                len(mine),
+                sum(t.up for t in mine),
+                sum(t.down for t in mine),
+                sum(u for u, _ in first.values()),
+                sum(d for _, d in first.values()),
+            )
+        )
     return out
 
 
@@ -132,8 +140,10 @@ def describe(run: Run, fmt: Callable[[float], str]) -> str:
     if ring == 0:
         line += "; DDP: one worker per round, nothing to all-reduce"
     elif ring is not None:
-        line += (f"; DDP (ring all-reduce of fp32 gradients every step) {fmt(ring)} up / "
-                 f"{fmt(ring)} down per worker")  # fmt: skip
+        line += (
+            f"; DDP (ring all-reduce of fp32 gradients every step) {fmt(ring)} up / "
+            f"{fmt(ring)} down per worker"
+        )
     if saved is not None:
         line += f" ({saved:,.0f}x a miner's up + down)"
     checks = verification(run)
