@@ -86,6 +86,30 @@ class TokenDataset:
         """Number of whole samples in `split`."""
         return max(0, (self._split(split).tokens - 1) // self.seq_len)
 
+    def files(self, split: str = "train") -> list[str]:
+        """The keys of ``split``'s shard files, in manifest (token stream) order."""
+        return [shard.key for shard in self._split(split).shards]
+
+    def samples_in_files(self, first: int, end: int, split: str = "train") -> range:
+        """Ids of the samples whose ``seq_len + 1`` tokens all lie in files ``[first, end)``
+        of ``split`` (a sample across the edge of the span belongs to neither side)."""
+        starts = self._starts[split]
+        lo, hi = starts[first], starts[end]
+        first_id = -(-lo // self.seq_len)  # the first sample starting at or after ``lo``
+        last_id = (hi - 1) // self.seq_len - 1  # the last whose final token is before ``hi``
+        return range(first_id, max(first_id, last_id + 1))
+
+    def files_of(self, sample_ids: Sequence[int], split: str = "train") -> list[str]:
+        """The keys of the shard files the tokens of ``sample_ids`` come from, sorted."""
+        shards, starts = self._split(split).shards, self._starts[split]
+        keys: set[str] = set()
+        for sample_id in sample_ids:
+            start = sample_id * self.seq_len
+            first = bisect.bisect_right(starts, start) - 1
+            last = bisect.bisect_right(starts, start + self.seq_len) - 1
+            keys.update(shards[i].key for i in range(first, min(last, len(shards) - 1) + 1))
+        return sorted(keys)
+
     def tokenizer(self) -> Tokenizer:
         """The dataset's tokenizer, checked against the manifest's sha256."""
         info = self.manifest.tokenizer

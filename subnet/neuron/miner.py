@@ -41,8 +41,14 @@ from .gates import GATES
 from .lines import Line, build_lines, stream_of
 from .pacer import Pacer, WindowSkipped  # noqa: F401 (WindowSkipped: re-exported)
 from .replica import Replica
-from .rules import DATA_RULES, STOP_RULES
-from .state import load_optimizer_state, optimizer_state, prefixed, unprefixed
+from .rules import DATA_CHECKS, DATA_RULES, STOP_RULES
+from .state import (
+    load_optimizer_state,
+    optimizer_state,
+    optimizer_steps,
+    prefixed,
+    unprefixed,
+)
 from .steps import Action, MixParams, ReduceParams, Step, StepParams, TrainParams
 from .upload import Upload
 
@@ -103,6 +109,8 @@ class Miner(BaseNeuron):
         self.data = self.rt.dataset()
         self.lines: dict[str, Line] = build_lines(self.rt, self.slot, self.data.vocab_size)
         self.line = next(iter(self.lines.values()))  # the model of the step at hand
+        for rule in {line.data_rule for line in self.lines.values()} & set(DATA_CHECKS):
+            DATA_CHECKS[rule](self.rt, self.data)  # ConfigError: this run cannot feed its trainers
         self.compressor = build_compressor(p.compression)
         self.trainer = Trainer(self.rt.cfg.node.parallel)  # one process, or rank 0 of torchrun
         self.sync_seconds = 0.0
@@ -279,6 +287,7 @@ class Miner(BaseNeuron):
             line.start_over(p.compression.ef_decay)
             before = {}
         moments = optimizer_state(line.optimizer)[1] if line.keep_optimizer else {}
+        carried = optimizer_steps(line.optimizer)  # 0 unless the plan keeps the inner state
         moments = {k: v.clone() for k, v in moments.items()}
         self.held_now = None
         batches = progress(
@@ -334,6 +343,8 @@ class Miner(BaseNeuron):
             stopped=paced.stopped,
             model=line.stream,
             data_rule=line.data_rule,
+            files=self.data.files_of(ids),  # the data files this window's samples came from
+            carried_steps=carried,
             lr=inner.lr,
             weight_decay=inner.weight_decay,
         )
@@ -381,8 +392,13 @@ class Miner(BaseNeuron):
         )
         result.key = key
         logger.info("uploaded {} ({})", key, "new" if written else "already there")
-        self.rt.metrics.log("train", **self.train_record, **self.rt.meter.take())
+        self.log_train()
         self.pacer.uploaded(window)  # warns and records when it landed late
+
+    def log_train(self) -> None:
+        """The window's ``train`` record, written once its update (a gradient, a tree partial,
+        a gossip model) went out, so the record's ``bytes_up`` includes it."""
+        self.rt.metrics.log("train", **self.train_record, **self.rt.meter.take())
 
     def state(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         """Per line: model at its version (a gossip worker's own mixed model), error feedback,

@@ -16,7 +16,7 @@ from ..training.config import AggregationConfig, OuterConfig
 from .actions.consensus import consensus_rule
 from .actions.grants import granted
 from .actions.rounds import loss_below
-from .actions.shares import file_shares
+from .actions.shares import check_file_shares, file_shares
 from .bindings import samples_per_window
 from .runtime import Runtime
 from .steps import StopRule
@@ -38,7 +38,12 @@ def assigned(rt: Runtime, data: TokenDataset, window: int) -> Callable[[str], li
 DATA_RULES: Mapping[str, DataRule] = {
     "assigned": assigned,
     "granted": granted,  # the units a data.grant holder granted for the window (signed)
-    "file_shares": file_shares,  # a sticky contiguous share of the train split per trainer
+    "file_shares": file_shares,  # each trainer's own whole files of the train split, sticky
+}
+# What a data rule needs of the dataset, checked once at a trainer's setup so a run that cannot
+# work stops with one line (a rule not listed needs nothing): (runtime, dataset) -> None
+DATA_CHECKS: Mapping[str, Callable[[Any, TokenDataset], None]] = {
+    "file_shares": check_file_shares,  # a file per trainer
 }
 
 

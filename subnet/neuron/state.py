@@ -85,6 +85,12 @@ def optimizer_state(optimizer: torch.optim.Optimizer) -> tuple[list[dict], dict[
     return full["param_groups"], tensors
 
 
+def optimizer_steps(optimizer: torch.optim.Optimizer) -> int:
+    """Steps ``optimizer`` has taken so far (its largest per-parameter ``step``; 0 when fresh)."""
+    steps = [int(entry["step"]) for entry in optimizer.state.values() if "step" in entry]
+    return max(steps, default=0)
+
+
 def load_optimizer_state(
     optimizer: torch.optim.Optimizer, groups: list[dict], tensors: dict[str, torch.Tensor]
 ) -> None:

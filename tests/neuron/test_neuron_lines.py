@@ -87,7 +87,7 @@ def test_keep_optimizer_decides_whether_adamw_moments_survive_a_round(world_with
     assert isinstance(line.optimizer, torch.optim.AdamW)
 
 
-DATA = Template(topology="@beam/fedavg-data@1.0.0", params={"workers": 2, "local_steps": 2})
+DATA = Template(topology="@beam/fedavg-data@2.0.0", params={"workers": 2, "local_steps": 2})
 DATA_NAMES = {"holder": "lead", "w0": "worker", "w1": "worker"}
 
 

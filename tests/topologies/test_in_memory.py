@@ -17,6 +17,7 @@ import torch
 from lockstep import Lockstep  # noqa: I001 (tests/topologies is on sys.path under pytest)
 
 from subnet.config import WindowConfig
+from subnet.neuron.actions.shares import file_share
 from subnet.neuron.registry import ROLE_CLASSES
 from subnet.topology import Template, builtin_specs, load_spec
 from subnet.topology.params import resolve, substitute
@@ -62,6 +63,10 @@ class Run:
 
     def hotkeys(self, slot: str) -> set[str]:
         return {n.rt.hotkey for n in self.in_slot(slot)}
+
+    def member_events(self, slot: str, event: str) -> dict[str, list[dict]]:
+        """hotkey -> its records of ``event``, for each member of ``slot``."""
+        return {n.rt.hotkey: records(n.rt, event) for n in self.in_slot(slot)}
 
 
 def run_topology(world_with, ref: str, rounds: int) -> Run:
@@ -124,6 +129,71 @@ def tree_mean(run: Run) -> None:
     assert all(v["contributors"] == {root: 1.0} for v in versions), versions
     reduces = [r for r in run.events("worker", "reduce") if r["members"] == 2]
     assert len(reduces) == run.rounds  # the root covered both workers every round
+
+
+def trained_every_round(run: Run, slot: str) -> dict[str, list[dict]]:
+    """hotkey -> its ``train`` records, one per round, in round order (asserted)."""
+    events = run.member_events(slot, "train")
+    trains = {hk: sorted(rs, key=lambda r: r["window"]) for hk, rs in events.items()}
+    rounds = list(range(run.rounds))
+    assert trains and all([r["window"] for r in rs] == rounds for rs in trains.values()), trains
+    return trains
+
+
+def drawn_from_the_split(run: Run) -> None:
+    """fedavg: the tree mean, each worker's samples drawn afresh each round from the whole
+    train split by (seed, window, hotkey): the ``assigned`` rule, replayed here in threads."""
+    tree_mean(run)
+    trains = trained_every_round(run, "worker")
+    if isinstance(run, Run):  # in threads: replay the draw (a room run has no dataset here)
+        worker = run.in_slot("worker")[0]
+        inner = worker.rt.cfg.protocol.inner
+        for hk, rs in trains.items():
+            for r in rs:
+                drawn = worker.assigned("assigned", r["window"])(hk)
+                trained = drawn[: r["steps"] * inner.micro_batch * inner.accumulation]
+                assert r["files"] == worker.data.files_of(trained), (hk, r)
+    assert all(r["data_rule"] == "assigned" for rs in trains.values() for r in rs), trains
+
+
+def sticky_files(run: Run) -> None:
+    """fedavg-data: the tree mean, and each worker trains every round on files of its own that
+    no other worker trains on (in threads: exactly within its file share, replayed here)."""
+    tree_mean(run)
+    trains = trained_every_round(run, "worker")
+    owned = {hk: set().union(*(r["files"] for r in rs)) for hk, rs in trains.items()}
+    assert all(r["files"] for rs in trains.values() for r in rs), trains  # trained on files
+    sets = list(owned.values())
+    assert all(not a & b for i, a in enumerate(sets) for b in sets[i + 1 :]), owned
+    if not isinstance(run, Run):
+        return  # a room run: the dataset is in the processes; the in-thread run replays it
+    data = run.in_slot("worker")[0].data
+    for i, hk in enumerate(sorted(owned)):
+        assert owned[hk] <= set(file_share(data, i, len(owned))), (hk, owned)
+
+
+def kept_optimizer(run: Run) -> None:
+    """diloco: every round merges every worker at equal weights, and each worker's inner
+    optimizer carries its state into the next round (its step count runs on)."""
+    every_round_merges_every("lead", "worker")(run)
+    for v in merged(run, "lead"):
+        equal = 1 / len(v["contributors"])
+        assert all(w == pytest.approx(equal) for w in v["contributors"].values()), v
+    for hk, rs in trained_every_round(run, "worker").items():
+        done = [sum(r["steps"] for r in rs[:i]) for i in range(len(rs))]
+        assert [r["carried_steps"] for r in rs] == done and done[-1] > 0, (hk, rs)
+
+
+def fresh_each_round(run: Run) -> None:
+    """static-diloco: every round merges every worker weighted by the data units it trained,
+    each round starting from a fresh inner optimizer (nothing carried from the last)."""
+    every_round_merges_every("lead", "worker")(run)
+    trains = trained_every_round(run, "worker")
+    for v in merged(run, "lead"):
+        steps = {hk: trains[hk][v["window"]]["steps"] for hk in v["contributors"]}
+        units = {hk: n / sum(steps.values()) for hk, n in steps.items()}
+        assert v["contributors"] == pytest.approx(units), (v, steps)
+    assert all(r["carried_steps"] == 0 for rs in trains.values() for r in rs), trains
 
 
 def gossip(run: Run) -> None:
@@ -220,11 +290,11 @@ def two_models(run: Run) -> None:
 
 
 PROPERTIES: dict[str, tuple[int, Callable[[Run], None]]] = {
-    "@beam/diloco@1.0.0": (2, every_round_merges_every("lead", "worker")),
-    "@beam/static-diloco@1.0.0": (2, every_round_merges_every("lead", "worker")),
+    "@beam/diloco@1.0.0": (2, kept_optimizer),
+    "@beam/static-diloco@1.0.0": (2, fresh_each_round),
     "@beam/fedavg-live@1.0.0": (2, every_round_merges_every("server", "client")),
-    "@beam/fedavg@1.0.0": (2, tree_mean),
-    "@beam/fedavg-data@1.0.0": (2, tree_mean),
+    "@beam/fedavg@1.0.0": (2, drawn_from_the_split),
+    "@beam/fedavg-data@2.0.0": (2, sticky_files),
     "@beam/gossip-ring@1.0.0": (2, gossip),
     "@beam/elastic-diloco@1.0.0": (3, granted("lead", "lead")),
     "@beam/split-authorities@1.0.0": (3, granted("lead", "aggregator")),
@@ -254,3 +324,23 @@ def test_topology_runs_in_threads(world_with, ref):
     failed = {n: records(x.rt, "window_failed") for n, x in run.neurons.items()}
     assert not any(failed.values()), failed
     check(run)
+
+
+# Each of these pairs shares its shape; a sibling's run must fail the other's property check,
+# so the checks test what each topology promises, not what the two have in common.
+SIBLINGS = [
+    ("@beam/fedavg@1.0.0", "@beam/fedavg-data@2.0.0"),
+    ("@beam/fedavg-data@2.0.0", "@beam/fedavg@1.0.0"),
+    ("@beam/diloco@1.0.0", "@beam/static-diloco@1.0.0"),
+    ("@beam/static-diloco@1.0.0", "@beam/diloco@1.0.0"),
+]
+
+
+@pytest.mark.parametrize(("ref", "sibling"), SIBLINGS, ids=[f"{a}-vs-{b}" for a, b in SIBLINGS])
+def test_a_siblings_run_fails_the_property_check(world_with, ref, sibling):
+    rounds, check = PROPERTIES[sibling]
+    run = run_topology(world_with, ref, rounds)
+    assert not run.errors, run.errors
+    PROPERTIES[ref][1](run)  # its own property holds
+    with pytest.raises(AssertionError):
+        check(run)

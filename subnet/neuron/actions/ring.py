@@ -60,6 +60,7 @@ def publish_model(miner: Trainer, window: int, upload: Upload, lane: str | None 
     )
     upload.key = key
     logger.info("published model for window {} on {}", window, lane)
+    miner.log_train()
 
 
 def fetch_model(
@@ -134,6 +135,12 @@ def mix(miner: Trainer, step: Step) -> Mixed:
     miner.replica.state = mix_states(own, other, weight)
     load_parameters(miner.replica.model, miner.replica.state)
     rt.metrics.log("mix", window=window, predecessor=pred, weight=weight)
+    logger.info(
+        "window {}: mixed {:.0%} of predecessor {}'s model into ours (the next round's base)",
+        window,
+        weight,
+        pred[:8],
+    )
     return Mixed(window, pred, weight)
 
 

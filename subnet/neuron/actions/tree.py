@@ -114,6 +114,7 @@ def reduce(miner: Trainer, step: Step) -> Partial:
     mine = GradientMeta.parse(own.metadata, window=window)
     parts: list[tuple[Delta, float]] = [(miner.compressor.decode(own.payload, shapes), 1.0)]
     losses = [] if mine.loss is None else [(mine.loss, 1.0)]
+    tokens = mine.tokens  # the subtree's, as its members say (informational, never a weight)
     kids = [workers[c] for c in tree_children(index, len(workers), fanout)]
     got = collect_uploads(
         rt,
@@ -136,6 +137,7 @@ def reduce(miner: Trainer, step: Step) -> Partial:
             continue
         covered[hotkey] = members
         parts.append(part)
+        tokens += upload.meta.tokens
         if upload.meta.loss is not None:
             losses.append((upload.meta.loss, float(members)))
     for hotkey in sorted(set(kids) - set(covered)):
@@ -148,7 +150,12 @@ def reduce(miner: Trainer, step: Step) -> Partial:
     mean = combine(parts)
     members = 1 + sum(covered.values())
     loss = sum(v * w for v, w in losses) / sum(w for _, w in losses) if losses else None
-    update = {"members": members, "subtree_samples": members * per_member, "loss": loss}
+    update = {
+        "members": members,
+        "subtree_samples": members * per_member,
+        "loss": loss,
+        "tokens": tokens,
+    }
     sent = mine.model_copy(update=update)
     key, _ = publish_envelope(
         rt.store,
@@ -162,6 +169,7 @@ def reduce(miner: Trainer, step: Step) -> Partial:
         lane=lane,
         plan=rt.plan.digest,
     )
+    miner.log_train()  # the window's own training went out in this partial
     rt.metrics.log("reduce", window=window, members=members, children=covered, loss=loss)
     logger.info("window {}: reduced {} members' updates, sent up on {}", window, members, lane)
     return Partial(window, members, covered, key)
