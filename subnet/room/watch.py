@@ -32,6 +32,7 @@ class Round:
     merged: dict[str, list[str]]  # merging member -> whose work it merged
     bytes: dict[str, tuple[int, int]] = field(default_factory=dict)  # role -> (up, down)
     tokens: int = 0  # tokens the merges took in
+    trained_tokens: int = 0  # tokens the trainers trained this round, merged or not
 
     @property
     def empty(self) -> bool:
@@ -58,12 +59,8 @@ def round_of(window: int, records: Records, roles: Mapping[str, str], lead: str)
                 tokens += int(r.get("tokens") or 0)
                 if name == lead or heldout is None:
                     heldout = r.get("heldout_loss")
-    losses = [
-        r["loss"]
-        for rs in mine.values()
-        for r in rs
-        if r["event"] == "train" and isinstance(r.get("loss"), int | float)
-    ]
+    trains = [r for rs in mine.values() for r in rs if r["event"] == "train"]
+    losses = [r["loss"] for r in trains if isinstance(r.get("loss"), int | float)]
     moved: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for name, rs in mine.items():
         for r in rs:
@@ -79,6 +76,7 @@ def round_of(window: int, records: Records, roles: Mapping[str, str], lead: str)
         merged,
         {k: (u, d) for k, (u, d) in moved.items()},
         tokens,
+        sum(int(r.get("tokens") or 0) for r in trains),
     )
 
 
@@ -130,7 +128,11 @@ def summary(rounds: Sequence[Round], seconds: float, start: float | None = None)
     merged = [r for r in rounds if r.merged]
     losses = [r.heldout for r in merged if r.heldout is not None]
     trained = [r.train_loss for r in rounds if r.train_loss is not None]
-    tokens = sum(r.tokens for r in merged)
+    # A merge of whole models (gossip's final merge) counts no tokens of its own: it took in
+    # every round its contributors trained
+    tokens = sum(r.tokens for r in merged) or (
+        sum(r.trained_tokens for r in rounds) if merged else 0
+    )
     lines = [f"{len(merged)} of {len(rounds)} rounds merged"]
     if start is not None and losses:
         lines.append(f"held-out loss {start:.4f} at the start -> {losses[-1]:.4f} at the end")

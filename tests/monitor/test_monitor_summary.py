@@ -116,6 +116,60 @@ def test_only_initial_model(tmp_path: Path) -> None:
     assert [r.status for r in roster(run)] == ["idle"]
 
 
+def test_a_gossip_run_shows_tokens_throughput_and_rounds(tmp_path: Path) -> None:
+    """Workers train three rounds; the collector merges their whole final models once, a merge
+    that counts no tokens of its own: the page counts every token the merged models trained."""
+    workers = {"5Work1": "w1", "5Work2": "w2"}
+    files = {
+        "collector": [
+            {
+                "t": 100,
+                "event": "version",
+                "role": "holder",
+                "hotkey": "5Coll",
+                "window": -1,
+                "version": 0,
+                "heldout_loss": 9.0,
+            },
+            {
+                "t": 160,
+                "event": "version",
+                "role": "holder",
+                "hotkey": "5Coll",
+                "window": 2,
+                "version": 1,
+                "heldout_loss": 8.0,
+                "contributors": {hk: 0.5 for hk in workers},
+            },
+        ]
+    }
+    for hk, name in workers.items():
+        files[name] = [
+            {
+                "t": 110 + 20 * w,
+                "event": "train",
+                "role": "miner",
+                "hotkey": hk,
+                "window": w,
+                "steps": 2,
+                "tokens": 500,
+                "loss": 6.0,
+                "seconds": 5.0,
+            }
+            for w in range(3)
+        ]
+    for name, records in files.items():
+        (tmp_path / "state" / name).mkdir(parents=True)
+        lines = "".join(json.dumps(r) + "\n" for r in records)
+        (tmp_path / "state" / name / "metrics.jsonl").write_text(lines)
+    run = load_run(tmp_path)
+    h = headline(run)
+    assert (h.rounds, h.rounds_trained, h.tokens, h.tokens_trained) == (1, 3, 3000, 3000)
+    assert h.throughput == pytest.approx(3000 / 60)
+    rows = {r.name: r for r in roster(run) if r.role == "miner"}
+    assert {(r.tokens, r.tokens_merged, r.rounds) for r in rows.values()} == {(1500, 1500, 1)}
+
+
 @pytest.mark.parametrize(
     ("formatter", "value", "text"),
     [

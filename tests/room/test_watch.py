@@ -95,3 +95,23 @@ def test_a_ring_round_shows_who_mixed_whose_model():
     r = round_of(0, recs, {"w1": "miner", "w2": "miner"}, lead="collector")
     assert r.merged == {"w1": ["w2"]} and r.sent == ["w2"]  # w1's model was unusable to w2
     assert "w1 merged w2" in round_line(r)
+
+
+def test_a_merge_of_whole_models_counts_the_tokens_its_rounds_trained():
+    """Gossip: workers train every round, the collector merges their final models once, and
+    that merge counts no tokens of its own; the summary counts what the rounds trained."""
+    hk = {n: {"event": "plan", "hotkey": f"hk-{n}"} for n in ("collector", "w1", "w2")}
+    roles = {"collector": "holder", "w1": "miner", "w2": "miner"}
+
+    def trained(name: str, window: int) -> dict:
+        return {"event": "train", "window": window, "tokens": 500, "loss": 6.0 - window}
+
+    recs = {name: [hk[name]] + [trained(name, w) for w in range(3)] for name in ("w1", "w2")}
+    final = {"hk-w1": 0.5, "hk-w2": 0.5}
+    recs["collector"] = [
+        hk["collector"],
+        {"event": "version", "window": 2, "version": 1, "contributors": final, "tokens": 0},
+    ]
+    rounds = [round_of(w, recs, roles, lead="collector") for w in range(3)]
+    assert [r.trained_tokens for r in rounds] == [1000, 1000, 1000]
+    assert summary(rounds, seconds=30.0)[-1] == "3,000 tokens merged, 100 tokens/s over 30 s"

@@ -136,7 +136,10 @@ def _cards(h: summary.Headline, run: Run) -> str:
     roles = ", ".join(f"{n} {role}{'s' if n != 1 else ''}" for role, n in by_role)
     start = f"from {fmt_loss(h.initial_loss)} at start" if h.initial_loss is not None else ""
     plural = "s" if h.failed_windows != 1 else ""
-    failed = f"{h.failed_windows} failed window{plural}" if h.failed_windows else "merged versions"
+    versions = "merged versions"
+    if h.rounds_trained > h.rounds:  # gossip: every round trains, one merge at the end
+        versions += f", of {fmt_int(h.rounds_trained)} rounds trained"
+    failed = f"{h.failed_windows} failed window{plural}" if h.failed_windows else versions
     saved, unit, saved_note = bytes_panel.card(run, h.bytes, h.ddp_bytes)  # both ways
     return '<section class="cards">' + "".join([
         _card("Final loss", fmt_loss(h.final_loss), start),

@@ -12,8 +12,10 @@ Definitions (DESIGN.md §8):
   upload merged, validator: scored, holder: merged); a miner that trained but was not merged is
   *not merged* (late, missing or rejected), a holder that found nothing to merge is *stalled*;
   anyone else *idle*;
-- *tokens merged* (headline and roster) count the merged contributors' tokens; *tokens trained*
-  count every window a miner trained, merged or not;
+- *tokens merged* (headline and roster) count the merged contributors' tokens: those the merge
+  reported, or, for a merge of whole models that reports none (gossip's final merge), every token
+  its contributors trained since the version before it; *tokens trained* count every window a
+  miner trained, merged or not; *rounds trained* count the windows some miner trained in;
 - a round's *nodes*, *bytes* and *DDP bytes* are over the same uploads: the contributors merged.
 """
 
@@ -44,6 +46,7 @@ class Headline:
     ddp_bytes: int  # what DDP would have sent for the same steps
     saved: float | None  # ddp_bytes / bytes
     failed_windows: int  # distinct windows some neuron gave up on
+    rounds_trained: int = 0  # windows some miner trained in (gossip: all, merged once at the end)
     latest_window: int | None = None  # the newest window any neuron logged
     last_round_window: int | None = None  # the window of the newest merged round
     empty_windows: list[int] = field(default_factory=list)  # the holder merged nothing
@@ -111,10 +114,32 @@ def initial_loss(run: Run) -> float | None:
     return next((v.heldout_loss for v in run.versions if v.version == 0), None)
 
 
+def taken_in(run: Run, version: Version) -> set[int]:
+    """The windows of training a merged version took in: its own window when its merge counted
+    the tokens merged, else every window since the version before it (a merge of whole models,
+    which carry all their rounds: gossip's final merge)."""
+    if version.tokens:
+        return {version.window}
+    since = max((v.window for v in run.versions if v.window < version.window), default=-1)
+    return set(range(since + 1, version.window + 1))
+
+
+def merged_tokens(run: Run, version: Version) -> int:
+    """Tokens a merged version took in: its merge's count, else its contributors' trained."""
+    if version.tokens:
+        return version.tokens
+    windows = taken_in(run, version)
+    return sum(
+        t.tokens or 0
+        for t in run.trains
+        if t.hotkey in version.contributors and t.window in windows
+    )
+
+
 def headline(run: Run) -> Headline:
     """The headline figures of the whole run."""
     rounds = merged(run)
-    tokens = sum(v.tokens or 0 for v in rounds)
+    tokens = sum(merged_tokens(run, v) for v in rounds)
     outcomes = {w.window: w for w in run.windows}  # the holder's last word on each window
     with_bytes = [v for v in rounds if v.bytes and v.ddp_bytes is not None]
     sent = sum(v.bytes or 0 for v in with_bytes)
@@ -132,6 +157,7 @@ def headline(run: Run) -> Headline:
         ddp_bytes=ddp,
         saved=ddp / sent if sent else None,
         failed_windows=len({f.window for f in run.failures}),
+        rounds_trained=len({t.window for t in run.trains}),
         tokens_trained=sum(t.tokens or 0 for t in run.trains),
         latest_window=run.latest_window(),
         last_round_window=rounds[-1].window if rounds else None,
@@ -170,8 +196,8 @@ def roster(run: Run) -> list[RosterRow]:
         extra: dict = {}
         if p.role == "miner":
             mine = [t for t in run.trains if t.hotkey == p.hotkey]
-            merged_in = {v.window for v in rounds if p.hotkey in v.contributors}
-            done = len(merged_in)
+            merged_in = {w for v in rounds if p.hotkey in v.contributors for w in taken_in(run, v)}
+            done = sum(1 for v in rounds if p.hotkey in v.contributors)
             tokens, per_s = _miner_throughput(mine)
             weight = sum(v.contributors.get(p.hotkey, 0.0) for v in rounds)
             share = weight / len(rounds) if rounds else None
