@@ -89,8 +89,8 @@ def _merged(record: Mapping[str, Any]) -> list[str] | None:
         return list(record.get("contributors") or {})
     if event == "mix" and float(record.get("weight") or 0) > 0:
         return [record["predecessor"]]
-    if event == "reduce":
-        return list(record.get("children") or {})
+    if event == "reduce":  # a leaf of the tree (no children) merged nobody's work
+        return list(record.get("children") or {}) or None
     return None
 
 

@@ -115,3 +115,14 @@ def test_a_merge_of_whole_models_counts_the_tokens_its_rounds_trained():
     rounds = [round_of(w, recs, roles, lead="collector") for w in range(3)]
     assert [r.trained_tokens for r in rounds] == [1000, 1000, 1000]
     assert summary(rounds, seconds=30.0)[-1] == "3,000 tokens merged, 100 tokens/s over 30 s"
+
+
+def test_a_tree_round_names_the_nodes_that_reduced_children_only():
+    hk = {n: {"event": "plan", "hotkey": f"hk-{n}"} for n in ("w1", "w2")}
+    reduce = {"event": "reduce", "window": 0, "members": 1}
+    recs = {
+        "w1": [hk["w1"], {**reduce, "children": {"hk-w2": 1}, "members": 2}],
+        "w2": [hk["w2"], {**reduce, "children": {}}],  # a leaf
+    }
+    r = round_of(0, recs, {"w1": "miner", "w2": "miner"}, lead="lead")
+    assert r.merged == {"w1": ["w2"]} and "w2 merged" not in round_line(r)
