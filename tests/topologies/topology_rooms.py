@@ -137,3 +137,15 @@ class RoomRun:
 
     def hotkeys(self, slot: str) -> set[str]:
         return {self.room.hotkeys[n] for n in self.names(slot)}
+
+    def member_events(self, slot: str, event: str) -> dict[str, list[dict]]:
+        """hotkey -> its records of ``event`` (cut as ``events``), for each member of ``slot``."""
+        cut = self.rounds if self.room.spec.stop["rule"] == "never" else None
+        return {
+            self.room.hotkeys[n]: [
+                r
+                for r in self.room.metrics(n)
+                if r["event"] == event and (cut is None or r.get("window", -1) < cut)
+            ]
+            for n in self.names(slot)
+        }

@@ -137,7 +137,8 @@ def reduce(miner: Trainer, step: Step) -> Partial:
             continue
         covered[hotkey] = members
         parts.append(part)
-        tokens += upload.meta.tokens
+        # a child's claim, capped by what its members could train (as ``members`` is)
+        tokens += min(upload.meta.tokens, members * per_member * rt.cfg.protocol.seq_len)
         if upload.meta.loss is not None:
             losses.append((upload.meta.loss, float(members)))
     for hotkey in sorted(set(kids) - set(covered)):
