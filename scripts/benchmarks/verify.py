@@ -62,7 +62,7 @@ from subnet.neuron.replay import PROBE_NOISE
 from subnet.storage.keys import ObjectKind
 from subnet.training import build_inner_optimizer, load_parameters, pseudo_gradient, train_inner
 from subnet.verify.answer import encode_answer, parse_answer
-from subnet.verify.check import Chunk, check, chunks_for, levels, spread
+from subnet.verify.check import Chunk, check, chunks_for, levels, spread, tolerance
 from subnet.verify.chunks import ChunkMap
 from subnet.verify.draw import chunk_sample, places
 from subnet.wire import encode_envelope
@@ -376,13 +376,13 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
                     ef_in = chunks.chunks(miner["before"], ids)
                     chaos = spread(chunks, ids, replayed, probe, ef_in, decay)
                     spreads.append(chaos)
-                    tolerance = max(tol, margin * chaos)
-                    outcome = check(parts, decay, tolerance, "sparse", books)
+                    allowed = tolerance(tol, margin, chaos)
+                    outcome = check(parts, decay, allowed, "sparse", books)
                     checks += 1
                     flags += not outcome.ok
                     error = outcome.error if math.isfinite(outcome.error) else 1.0
                     worst = max(worst, error)
-                    over = max(over, error / tolerance)
+                    over = max(over, error / allowed)
                     levels_seen.setdefault(f"{PROBE_NOISE:g}", []).append((error, chaos))
                     for key, other in runs[b]["windows"][w].items():
                         if key.startswith("probe@"):
@@ -453,7 +453,7 @@ def lies(
         ratio = _ratio(honest_parts)
         ef_in = chunks.chunks(miner["before"], ids)
         chaos = spread(chunks, ids, replay["delta"], replay["probe"], ef_in, decay)
-        tol = max(base_tol, p.scoring.check_margin * chaos)  # as the validator sets it
+        tol = tolerance(base_tol, p.scoring.check_margin, chaos)  # as the validator sets it
         tolerances.append(tol)
         allowance = max(allowance, tol * ratio)
         for size in LIES:

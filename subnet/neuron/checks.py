@@ -44,7 +44,7 @@ from ..model import build_model
 from ..storage.base import StorageError
 from ..storage.keys import ObjectKind
 from ..verify.answer import BadAnswer, parse_answer
-from ..verify.check import Outcome, check, chunks_for, levels, spread
+from ..verify.check import Outcome, check, chunks_for, levels, spread, tolerance
 from ..verify.chunks import FRESH
 from ..verify.draw import chunk_sample, targets
 from ..wire import Rejected
@@ -419,8 +419,8 @@ class Checker:
         # replay with perturbed gradients measures how far honest replays lie apart here.
         probe = self.replayer.replay(task.base, batches, upload.steps, noise=PROBE_NOISE)
         task.spread = spread(chunks, ids, delta, probe, answer.ef_in, p.compression.ef_decay)
-        tolerance = max(p.scoring.check_tolerance, p.scoring.check_margin * task.spread)
-        return self._compare(upload, chunks, ids, delta, answer, tolerance)
+        allowed = tolerance(p.scoring.check_tolerance, p.scoring.check_margin, task.spread)
+        return self._compare(upload, chunks, ids, delta, answer, allowed)
 
     def _compare(self, upload: Received, chunks, ids, delta, answer, tolerance: float) -> Outcome:
         """The comparison on the drawn chunks (``subnet.verify.check``) at ``tolerance``."""

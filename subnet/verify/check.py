@@ -104,6 +104,15 @@ def spread(
     return math.sqrt(num / den) if den else (0.0 if num == 0 else math.inf)
 
 
+def tolerance(floor: float, margin: float, chaos: float | None) -> float:
+    """A check's tolerance: ``floor`` (``scoring.check_tolerance``), or ``margin`` times the
+    window's measured chaos (:func:`spread`) where that is larger; the validator and the
+    verification benchmark both use this one rule."""
+    if chaos is None or margin <= 0:
+        return floor
+    return max(floor, margin * chaos)
+
+
 def levels(decoded: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Each tensor's codebook levels, from its decoded upload (for the bin-order check)."""
     return {name: torch.unique(t[t != 0]) for name, t in decoded.items()}

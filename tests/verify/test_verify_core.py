@@ -9,7 +9,7 @@ from subnet.compression import ErrorFeedback, build_compressor
 from subnet.compression.config import CompressionConfig
 from subnet.verify import merkle
 from subnet.verify.answer import BadAnswer, encode_answer, parse_answer
-from subnet.verify.check import Chunk, check
+from subnet.verify.check import Chunk, check, tolerance
 from subnet.verify.chunks import FRESH, ChunkMap
 from subnet.verify.draw import chunk_sample, places, targets
 
@@ -168,3 +168,10 @@ def test_lies_about_the_update_or_the_error_feedback_fail() -> None:
     lazy = {k: v * 0.5 for k, v in delta.items()}
     outcome = check(_chunks(chunks, ids, lazy, before, after, decoded, comp), 0.95, 1e-4)
     assert outcome.reason == "check_mismatch" and outcome.error > 0.01
+
+
+def test_a_checks_tolerance_is_the_floor_or_the_margin_times_the_measured_chaos() -> None:
+    assert tolerance(2e-4, 4.0, None) == 2e-4  # no probe ran: the fixed tolerance
+    assert tolerance(2e-4, 4.0, 1e-5) == 2e-4  # a calm window: never below the floor
+    assert tolerance(2e-4, 4.0, 1e-3) == 4e-3  # a chaotic one: margin x spread
+    assert tolerance(2e-4, 0.0, 1e-3) == 2e-4  # margin 0 turns the probe's say off
