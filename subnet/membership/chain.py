@@ -8,7 +8,6 @@ registered hotkey fills ``miner``. Readers come from the hotkeys' storage commit
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,13 +17,17 @@ from loguru import logger
 
 from ..chain import ChainClient, ChainSetupError
 from ..chain.commitments import check_overwrite
-from ..storage.commitment import CommitmentError, ReadSettings, decode_commitment, encode_commitment
+from ..storage.commitment import (
+    READ_KEY_ENV,
+    CommitmentError,
+    ReadSettings,
+    decode_commitment,
+    encode_commitment,
+    own_read_settings,
+)
 from ..storage.config import StorageConfig
 from ..storage.readers import ReaderPool
 from .roster import Member, Roster
-
-READ_KEY_ENV = "BEAM_S3_READ_ACCESS_KEY_ID"
-READ_SECRET_ENV = "BEAM_S3_READ_SECRET_ACCESS_KEY"
 
 # What each chain-derived slot may do (the permissions @beam/scored-subnet's roles require).
 SLOT_PERMISSIONS: Mapping[str, frozenset[str]] = {
@@ -111,20 +114,15 @@ class ChainMembership:
         if self._join is None:
             return
         storage, wallet = self._join.storage, self._join.wallet
-        key, secret = os.environ.get(READ_KEY_ENV), os.environ.get(READ_SECRET_ENV)
-        if bool(key) != bool(secret):
-            raise ChainSetupError(f"set both {READ_KEY_ENV} and {READ_SECRET_ENV}, or neither")
-        wanted = ReadSettings(
-            bucket=storage.bucket,
-            endpoint_url=storage.endpoint_url,
-            region=storage.region,
-            prefix=storage.prefix,
-            access_key_id=key or None,
-            secret_access_key=secret or None,
-        )
+        try:
+            wanted = own_read_settings(storage)
+        except ValueError as error:
+            raise ChainSetupError(str(error)) from None
         current = self.chain.commitments().get(wallet.hotkey.ss58_address)
         try:
-            if current is not None and _same_location(decode_commitment(current), wanted, key):
+            if current is not None and _same_location(
+                decode_commitment(current), wanted, wanted.access_key_id
+            ):
                 return
         except CommitmentError:
             pass  # an unparseable old commitment is replaced below (asked first, on a real net)
@@ -132,7 +130,7 @@ class ChainMembership:
             check_overwrite(
                 current, wallet.hotkey.ss58_address, self.chain.netuid, self._join.overwrite
             )
-        if key is None:
+        if wanted.access_key_id is None:
             logger.warning("no {} set: committing anonymous (public-read) access", READ_KEY_ENV)
         self.chain.commit(wallet, encode_commitment(wanted))
         logger.info("committed read settings for bucket {}", storage.bucket)

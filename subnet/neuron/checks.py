@@ -32,7 +32,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -59,6 +58,7 @@ from .answers import (
     read_notice,
 )
 from .bindings import inner_config
+from .check_task import Task
 from .replay import PROBE_NOISE, Replayer, ReplayShort
 from .replica import Replica
 from .runtime import Runtime
@@ -67,22 +67,6 @@ from .uploads import Received, WindowUploads
 KEEP_OUTS = 16  # committed state_out roots kept per sender (its last uploads)
 DISTRUST = 16  # windows a validator's failure claims are ignored after one proved false
 READ_SHARE, READ_MIN_S = 0.05, 5.0  # one read of a miner's bucket: 5 % of a window, >= 5 s
-
-
-@dataclass
-class Task:
-    """A check waiting for idle time."""
-
-    window: int
-    hotkey: str
-    upload: Received | None  # None: committed and not revealed yet
-    base: dict[str, torch.Tensor] = field(repr=False)
-    claimant: str = ""  # a confirmation: the validator whose failure claim it replays
-    commit: str = ""  # an upload committed and not revealed in time: the digest committed to
-    link: tuple[int, str] | None = None  # only a link to read: (state_from, state_in)
-    tries: int = 0
-    bytes: int = 0  # the answer's payload, once read (what the check cost in downloads)
-    spread: float | None = None  # the window's chaos as measured (``subnet.verify.check.spread``)
 
 
 class Checker:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from ..config import ConfigError
-from ..storage.commitment import ReadSettings, encode_commitment
+from ..storage.commitment import encode_commitment, own_read_settings
 from ..storage.config import CredentialSource, StorageConfig, require_bucket
 from ..storage.s3 import S3Store
 from .errors import RoomError
@@ -28,9 +28,6 @@ from .store import RoomStore
 
 ROOM_KEY_ENV = "BEAM_ROOM_ACCESS_KEY_ID"
 ROOM_SECRET_ENV = "BEAM_ROOM_SECRET_ACCESS_KEY"
-# The read-only pair members use on this node's bucket (as the chain commitment uses it).
-READ_KEY_ENV = "BEAM_S3_READ_ACCESS_KEY_ID"
-READ_SECRET_ENV = "BEAM_S3_READ_SECRET_ACCESS_KEY"
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 EXAMPLE = "http://127.0.0.1:5000/BUCKET/ROOM or s3://BUCKET/ROOM"
 
@@ -98,16 +95,7 @@ def parse_address(text: str, region: str = "us-east-1") -> RoomAddress:
 def own_read(storage: StorageConfig | None) -> str:
     """How members read this node's bucket (the read-only key pair from the environment)."""
     storage = require_bucket(storage)
-    key, secret = os.environ.get(READ_KEY_ENV), os.environ.get(READ_SECRET_ENV)
-    if bool(key) != bool(secret):
-        raise ConfigError(f"set both {READ_KEY_ENV} and {READ_SECRET_ENV}, or neither")
-    return encode_commitment(
-        ReadSettings(
-            bucket=storage.bucket,
-            endpoint_url=storage.endpoint_url,
-            region=storage.region,
-            prefix=storage.prefix,
-            access_key_id=key or None,
-            secret_access_key=secret or None,
-        )
-    )
+    try:
+        return encode_commitment(own_read_settings(storage))
+    except ValueError as error:
+        raise ConfigError(str(error)) from None

@@ -12,6 +12,7 @@ Only read-only keys belong here: the commitment is public.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 
@@ -150,3 +151,23 @@ def _validate(s: ReadSettings) -> None:
     for ok, name in checks:
         if not ok:
             raise CommitmentError(f"invalid {name} in storage read settings")
+
+
+READ_KEY_ENV = "BEAM_S3_READ_ACCESS_KEY_ID"
+READ_SECRET_ENV = "BEAM_S3_READ_SECRET_ACCESS_KEY"
+
+
+def own_read_settings(storage) -> ReadSettings:
+    """How peers read the bucket of ``storage`` (a ``StorageConfig``), with the read-only keys
+    from ``BEAM_S3_READ_*`` if set; ValueError if only one of the two is set."""
+    key, secret = os.environ.get(READ_KEY_ENV), os.environ.get(READ_SECRET_ENV)
+    if bool(key) != bool(secret):
+        raise ValueError(f"set both {READ_KEY_ENV} and {READ_SECRET_ENV}, or neither")
+    return ReadSettings(
+        bucket=storage.bucket,
+        endpoint_url=storage.endpoint_url,
+        region=storage.region,
+        prefix=storage.prefix,
+        access_key_id=key or None,
+        secret_access_key=secret or None,
+    )

