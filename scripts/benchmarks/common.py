@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -142,3 +143,10 @@ def envelope_bytes(tensors: dict[str, torch.Tensor], kind: ObjectKind = ObjectKi
     blob = encode_envelope(signer=SIGNER, run="beam-bench", kind=kind, window=123_456,
                            tensors=tensors, base_version=1_234, metadata=metadata)  # fmt: skip
     return len(blob)
+
+
+def free_port() -> int:
+    """A loopback TCP port free now (for a two-rank process group)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

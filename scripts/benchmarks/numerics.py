@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.common import REPO, environment
+from benchmarks.common import REPO, environment, free_port
 
 WORKER = REPO / "tests" / "training" / "dist_worker.py"
 RANKS = [(1, "-"), (2, "ddp"), (2, "fsdp")]
@@ -69,12 +68,6 @@ def _best_capability() -> str:
     return out.stdout.strip() or "unknown"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def train(out: Path, env: dict[str, str], threads: int, world: int, mode: str) -> dict:
     """One run of the worker on ``world`` ranks; its saved windows."""
     base = {**os.environ, **env, "PYTHONPATH": str(REPO)}
@@ -83,7 +76,7 @@ def train(out: Path, env: dict[str, str], threads: int, world: int, mode: str) -
         base.pop("WORLD_SIZE", None)
         subprocess.run(args, env=base, check=True, capture_output=True)
     else:
-        base.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE=str(world))
+        base.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE=str(world))
         procs = [
             subprocess.Popen(
                 [*args, "--mode", mode],

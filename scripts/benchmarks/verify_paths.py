@@ -1,0 +1,102 @@
+"""The kernel paths ``bench.py verify`` trains on, each in its own process (or two ranks), and
+the windows' base models they all start from."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from benchmarks.common import REPO, ensure_dataset, free_port
+from subnet.compression import ErrorFeedback, build_compressor
+from subnet.config import ProtocolConfig
+from subnet.data import TokenDataset
+from subnet.model import build_model
+from subnet.training import build_inner_optimizer, load_parameters, pseudo_gradient, train_inner
+
+WORKER = Path(__file__).with_name("verify_worker.py")
+# name -> (environment, threads, 2-rank mode)
+PATHS: dict[str, tuple[dict[str, str], int, str | None]] = {
+    "default": ({"ATEN_CPU_CAPABILITY": "default"}, 1, None),
+    "avx2": ({"ATEN_CPU_CAPABILITY": "avx2"}, 1, None),
+    "best": ({}, 1, None),
+    "mkl-avx2": ({"MKL_ENABLE_INSTRUCTIONS": "AVX2"}, 1, None),
+    "threads2": ({}, 2, None),
+    # 2-rank miners on the portable kernels: never the path of the validator they face here
+    "ddp2": ({"ATEN_CPU_CAPABILITY": "default"}, 1, "ddp"),
+    "fsdp2": ({"ATEN_CPU_CAPABILITY": "avx2"}, 1, "fsdp"),
+}
+
+
+def bases_on_disk(args: argparse.Namespace, p: ProtocolConfig, folder: Path) -> Path:
+    """The windows' base models (a reference miner's run, outer SGD) and samples, on disk."""
+    data = TokenDataset.from_folder(ensure_dataset(args.honest_data), seq_len=p.seq_len)
+    model = build_model(args.honest_preset, vocab_size=data.vocab_size, seed=0)
+    comp, ef, inner = (
+        build_compressor(p.compression),
+        ErrorFeedback(p.compression.ef_decay),
+        p.inner,
+    )
+    per = inner.steps * inner.micro_batch
+    train = data.split_samples("train")
+    bases, samples = [], []
+    for w in range(args.windows):
+        base = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        ids = [(w * per + i) % train for i in range(per)]
+        train_inner(
+            model, data.batches(ids, inner.micro_batch), inner, build_inner_optimizer(model, inner)
+        )
+        _, decoded = ef.compress(comp, pseudo_gradient(base, model))
+        load_parameters(model, {k: base[k] - p.outer.lr * decoded[k] for k in base})
+        bases.append(base)
+        samples.append(ids)
+    setting = {
+        "preset": args.honest_preset,
+        "data": str(args.honest_data.resolve()),
+        "seq_len": p.seq_len,
+        "inner": inner.model_dump(),
+        "ef_decay": p.compression.ef_decay,
+    }
+    path = folder / "bases.pt"
+    torch.save({"setting": setting, "bases": bases, "samples": samples}, path)
+    return path
+
+
+def run_path(name: str, bases: Path, folder: Path, probe_noises: str = "") -> dict:
+    """One kernel path's record (its own process, or two ranks)."""
+    env_extra, threads, mode = PATHS[name]
+    out = folder / f"{name}.pt"
+    env = {**os.environ, **env_extra, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": str(threads)}
+    cmd = [
+        sys.executable,
+        str(WORKER),
+        "--bases",
+        str(bases),
+        "--out",
+        str(out),
+        "--threads",
+        str(threads),
+    ]
+    if mode is None:
+        cmd += ["--probe-noises", probe_noises]
+        subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=3600)
+    else:
+        env |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "2"}
+        ranks = [
+            subprocess.Popen(
+                [*cmd, "--mode", mode],
+                env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            for r in range(2)
+        ]
+        for rank in ranks:
+            _, err = rank.communicate(timeout=3600)
+            if rank.returncode:
+                raise RuntimeError(f"{name}: a rank failed: {err.decode()[-2000:]}")
+    return torch.load(out, weights_only=False)
