@@ -29,7 +29,14 @@ def test_demo_runs_rounds_writes_the_run_page_and_stops_everything(tmp_path):
     out = proc.stdout
     match = re.search(r"held-out loss ([\d.]+) -> ([\d.]+)", out)
     assert match and float(match[2]) < float(match[1]), out
-    assert re.search(r"\(([\d,]+)x a miner's up \+ down\)", out), out  # DDP vs both ways
+    # DDP against a miner's bytes both ways; a run whose rounds each merged one miner (under
+    # load one may be late every window) has no ring to compare with, and says so.
+    merged = [int(m[1]) for m in re.finditer(r"^\s+\d+\s+\d+\s+(\d+)\s", out, re.M)]
+    assert merged and min(merged) >= 1, out
+    if max(merged) >= 2:
+        assert re.search(r"\(([\d,]+)x a miner's up \+ down\)", out), out
+    else:
+        assert "DDP: one worker per round, nothing to all-reduce" in out, out
     # Incentive shows on the metagraph (for some miner: in two rounds one miner may miss its
     # first window while it starts, and score 0 in the other when its proof falls short).
     chain = out.split("weights on chain")[1]
