@@ -22,11 +22,11 @@ import torch
 from loguru import logger
 
 from ..storage.base import ObjectNotFound, StorageError
-from ..storage.keys import ObjectKind, object_key
+from ..storage.keys import ObjectKind
 from ..verify.answer import encode_answer
 from ..verify.chunks import FRESH, ChunkMap
 from ..verify.draw import chunk_sample
-from ..wire import Expected, Rejected, encode_envelope, fetch_envelope
+from ..wire import Rejected
 from ..wire.schema import CheckNotice, GradientMeta
 from .runtime import Runtime
 from .state import prefixed, unprefixed
@@ -137,11 +137,9 @@ def read_notice(rt: Runtime, window: int, validator: str) -> CheckNotice | None:
     reader = rt.reader(validator)
     if lane is None or reader is None:
         return None
-    expected = Expected(
-        rt.cfg.protocol.run, window, ObjectKind.CHECKS, validator, lane=lane, plan=rt.plan.digest
-    )
+    inbox = rt.inbox(lane)
     try:
-        envelope = fetch_envelope(reader, expected, None, max_bytes=NOTICE_BYTES)
+        envelope = inbox.fetch(reader, ObjectKind.CHECKS, window, validator, max_bytes=NOTICE_BYTES)
     except (ObjectNotFound, StorageError):
         return None
     return envelope.message(CheckNotice)
@@ -186,14 +184,6 @@ def write_answer(
     chunks = chunk_map(rt, shapes)
     ids = chunk_sample(draw, p.run, lane, held.window, rt.hotkey, chunks, p.scoring.check_chunks)
     before = held.before if held.roots[0] != FRESH else {}
-    blob = encode_envelope(
-        signer=rt.signer,
-        run=p.run,
-        kind=ObjectKind.CHECK_ANSWER,
-        window=held.window,
-        tensors=encode_answer(chunks, ids, before, held.after),
-        lane=lane,
-        plan=rt.plan.digest,
-    )
-    key = object_key(p.run, ObjectKind.CHECK_ANSWER, held.window, rt.hotkey, lane=lane)
-    return len(blob) if rt.store.put_if_absent(key, blob) else 0
+    outbox, kind = rt.outbox(lane), ObjectKind.CHECK_ANSWER
+    blob = outbox.seal(kind, held.window, encode_answer(chunks, ids, before, held.after))
+    return len(blob) if outbox.write(kind, held.window, blob) else 0

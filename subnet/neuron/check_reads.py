@@ -20,7 +20,7 @@ from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind
 from ..verify.answer import BadAnswer, answer_bytes
 from ..verify.chunks import ChunkMap
-from ..wire import Expected, Rejected, fetch_envelope
+from ..wire import Rejected
 from ..wire.schema import GradientMeta
 from .runtime import Runtime
 from .uploads import Received, collect_uploads
@@ -60,12 +60,10 @@ def link_holds(
     reader = rt.reader(hotkey)
     if reader is None:
         raise Owed("no bucket known")
-    expected = Expected(
-        rt.cfg.protocol.run, source, ObjectKind.GRADIENT, hotkey, lane=lane, plan=rt.plan.digest
-    )
+    inbox, kind = rt.inbox(lane), ObjectKind.GRADIENT
     try:
         envelope = bounded(
-            lambda: fetch_envelope(reader, expected, None, max_bytes=rt.max_bytes),
+            lambda: inbox.fetch(reader, kind, source, hotkey, max_bytes=rt.max_bytes),
             seconds,
             f"reading its upload of window {source}",
         )
@@ -90,13 +88,11 @@ def answer(
     reader = rt.reader(hotkey)
     if reader is None:
         raise Owed("no bucket known")
-    expected = Expected(
-        rt.cfg.protocol.run, window, ObjectKind.CHECK_ANSWER, hotkey, lane=lane, plan=rt.plan.digest
-    )
+    inbox, kind = rt.inbox(lane), ObjectKind.CHECK_ANSWER
     limit = answer_bytes(chunks, ids, fresh)
     try:
         envelope = bounded(
-            lambda: fetch_envelope(reader, expected, None, max_bytes=limit),
+            lambda: inbox.fetch(reader, kind, window, hotkey, max_bytes=limit),
             seconds,
             "reading the answer to its check",
         )

@@ -157,10 +157,8 @@ class Checker:
         self.targets = {w: t for w, t in self.targets.items() if w >= window - 2}
         notice = CheckNotice(targets=tuple(chosen), verdicts=tuple(self.results[-MAX_VERDICTS:]))
         try:
-            lane = notice_lane(self.rt)
-            _, written = self.rt.publish(
-                ObjectKind.CHECKS, window, {}, lane=lane, metadata=notice.wire()
-            )
+            outbox = self.rt.outbox(notice_lane(self.rt))
+            _, written = outbox.publish(ObjectKind.CHECKS, window, {}, metadata=notice.wire())
             if not written:  # a restart: the notice out there names whom miners answer for
                 mine = read_notice(self.rt, window, me)
                 chosen = list(mine.targets) if mine is not None else []

@@ -30,8 +30,8 @@ import torch
 from loguru import logger
 
 from ..storage.base import ObjectNotFound, StorageError
-from ..storage.keys import ObjectKind, object_key
-from ..wire import CommitMeta, Expected, Rejected, encode_envelope, envelope_header, fetch_envelope
+from ..storage.keys import ObjectKind
+from ..wire import CommitMeta, Rejected, envelope_header
 from ..wire.commit import MAX_COMMIT_BYTES, commit_digest
 from .runtime import Runtime
 
@@ -80,20 +80,9 @@ def seal(
 ) -> Sealed:
     """The signed gradient envelope to commit to now and reveal later (nothing written yet: the
     caller keeps it safe first, then writes the commit)."""
-    run = rt.cfg.protocol.run
-    blob = encode_envelope(
-        signer=rt.signer,
-        run=run,
-        kind=ObjectKind.GRADIENT,
-        window=window,
-        tensors=tensors,
-        base_version=base_version,
-        metadata=metadata,
-        lane=lane,
-        plan=rt.plan.digest,
-    )
-    key = object_key(run, ObjectKind.GRADIENT, window, rt.hotkey, lane=lane)
-    return Sealed(window, lane, key, blob)
+    outbox, kind = rt.outbox(lane), ObjectKind.GRADIENT
+    blob = outbox.seal(kind, window, tensors, metadata=metadata, base_version=base_version)
+    return Sealed(window, lane, outbox.key(kind, window), blob)
 
 
 def write_commit(rt: Runtime, sealed: Sealed) -> bool:
@@ -103,17 +92,8 @@ def write_commit(rt: Runtime, sealed: Sealed) -> bool:
     digest = commit_digest(
         run, lane, window, rt.hotkey, envelope_header(sealed.blob).payload_sha256
     )
-    commit = encode_envelope(
-        signer=rt.signer,
-        run=run,
-        kind=ObjectKind.GRADIENT_COMMIT,
-        window=window,
-        tensors={},
-        metadata=CommitMeta(commit=digest).wire(),
-        lane=lane,
-    )
-    key = object_key(run, ObjectKind.GRADIENT_COMMIT, window, rt.hotkey, lane=lane)
-    written = rt.store.put_if_absent(key, commit)
+    commit = CommitMeta(commit=digest).wire()
+    _, written = rt.outbox(lane).publish(ObjectKind.GRADIENT_COMMIT, window, {}, metadata=commit)
     logger.info("committed to window {} ({})", window, "new" if written else "already there")
     return written
 
@@ -132,8 +112,8 @@ def fetch_commit(rt: Runtime, lane: str, window: int, hotkey: str) -> str:
     reader = rt.readers.get(hotkey)
     if reader is None:
         raise ObjectNotFound(f"no bucket known for {hotkey}")
-    expected = Expected(rt.cfg.protocol.run, window, ObjectKind.GRADIENT_COMMIT, hotkey, lane=lane)
-    envelope = fetch_envelope(reader, expected, None, max_bytes=MAX_COMMIT_BYTES)
+    kind = ObjectKind.GRADIENT_COMMIT
+    envelope = rt.inbox(lane).fetch(reader, kind, window, hotkey, max_bytes=MAX_COMMIT_BYTES)
     return envelope.message(CommitMeta).commit  # a commit without a digest: malformed_payload
 
 

@@ -39,9 +39,8 @@ def all_uploads(neuron: Member, step: Step) -> bool:
         lane = rt.plan.lanes[name]
         if lane.kind not in UPLOAD_KINDS:
             continue
-        if not objects_present(
-            rt, ObjectKind(lane.kind), name, step.window, rt.writers(name), read=rt.readers.get
-        ):
+        inbox, writers = rt.inbox(name), rt.writers(name)
+        if not objects_present(inbox, ObjectKind(lane.kind), step.window, writers, rt.readers.get):
             return False
     return True
 
@@ -54,9 +53,8 @@ def revealed(neuron: Revealer, step: Step) -> bool:
         if not rt.plan.lanes[name].commit_reveal:
             continue
         committed = neuron.committed(step.window)  # a reader that keeps none waits for none
-        if not objects_present(
-            rt, ObjectKind.GRADIENT, name, step.window, committed, read=rt.readers.get
-        ):
+        inbox = rt.inbox(name)
+        if not objects_present(inbox, ObjectKind.GRADIENT, step.window, committed, rt.readers.get):
             return False
     return True
 

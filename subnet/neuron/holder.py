@@ -36,7 +36,7 @@ from ..training import build_outer_optimizer, load_parameters, snapshot
 from ..training.streaming import merge_payloads
 from ..versions import VersionPublisher
 from ..versions.delta import Resparsifier, SparseDelta, uses_sparse_broadcast
-from ..wire import Expected, Rejected, ScoreReportMeta, WeightsMeta, fetch_envelope
+from ..wire import Rejected, ScoreReportMeta, WeightsMeta
 from .actions.consensus import consensus
 from .actions.grants import admit, grant_data
 from .actions.ring import final_merge
@@ -346,21 +346,14 @@ class ModelHolder(BaseNeuron):
         """Each trusted validator's signed report: its scores, and the payload digest each
         score is for (None for consensus weights, which name no payloads)."""
         out: dict[str, tuple[dict[str, float], dict[str, str] | None]] = {}
+        inbox, limit = self.rt.inbox(self.scores), self.rt.max_bytes
         for hotkey in sorted(trusted):
             reader = self.rt.readers.get(hotkey)
             if reader is None:
                 continue
             kind = ObjectKind(self.rt.lane(self.scores).kind)  # scores, or consensus weights
-            expected = Expected(
-                self.rt.cfg.protocol.run,
-                window,
-                kind,
-                hotkey,
-                lane=self.scores,
-                plan=self.rt.plan.digest,
-            )
             try:  # the schema and the plan checked where the envelope is accepted
-                envelope = fetch_envelope(reader, expected, None, max_bytes=self.rt.max_bytes)
+                envelope = inbox.fetch(reader, kind, window, hotkey, max_bytes=limit)
                 if kind == ObjectKind.SCORES:
                     report = envelope.message(ScoreReportMeta)
                     out[hotkey] = (report.scores, report.digests)

@@ -382,11 +382,10 @@ class Miner(BaseNeuron):
             result.key = sealed.key
             self.pacer.uploaded(window)  # the commit is what the deadline is for
             return
-        key, written = self.rt.publish(
+        key, written = self.rt.outbox(lane).publish(
             ObjectKind.GRADIENT,
             window,
             result.payload,
-            lane=lane,
             metadata=result.metadata,
             base_version=self.replica.version,
         )

@@ -4,16 +4,17 @@ Which seams a runtime holds decides the mode, never a flag: subnet mode builds i
 clock, the chain's membership and chain weights; a room with a time clock and its roster (both
 through the one builder, ``subnet.neuron.seams``); a unit test with a manual clock, a static
 roster and an in-memory store. Nothing here knows about a chain.
+
+A member writes on a lane through ``outbox(lane)`` and reads a lane through ``inbox(lane)``
+(``subnet.neuron.lanes``): the runtime binds its store, signer, run and plan into them.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import torch
 
 from ..clock import Clock, WindowClock
 from ..config import BeamConfig, ConfigError
@@ -23,10 +24,11 @@ from ..membership import Membership, Readers, Roster
 from ..monitor import MetricsSink
 from ..storage.base import ObjectNotFound, ObjectStore
 from ..storage.counting import ByteMeter
-from ..storage.keys import ObjectKind, dataset_prefix
+from ..storage.keys import dataset_prefix
 from ..topology import LanePlan, RunPlan, SlotPlan
 from ..weights import NoWeights, WeightSink
-from ..wire import Signer, publish_envelope
+from ..wire import Signer
+from .lanes import Inbox, Outbox
 
 # A tick's hash that nobody could know before the tick (a chain's block hash): the draw of checks.
 Beacon = Callable[[int], str | None]
@@ -75,30 +77,13 @@ class Runtime:
         """Readers of the members' buckets."""
         return self.membership.readers
 
-    def publish(
-        self,
-        kind: ObjectKind,
-        window: int,
-        tensors: Mapping[str, torch.Tensor],
-        *,
-        lane: str | None = None,
-        metadata: Mapping[str, str] | None = None,
-        base_version: int | None = None,
-    ) -> tuple[str, bool]:
-        """Sign and write this member's object of ``kind`` for ``window`` on ``lane`` to its
-        own bucket, under the plan's digest; (key, False if the key was taken already)."""
-        return publish_envelope(
-            self.store,
-            signer=self.signer,
-            run=self.cfg.protocol.run,
-            kind=kind,
-            window=window,
-            tensors=tensors,
-            base_version=base_version,
-            metadata=metadata,
-            lane=lane,
-            plan=self.plan.digest,
-        )
+    def outbox(self, lane: str | None) -> Outbox:
+        """Where this member writes its objects on ``lane`` (None: each kind's default lane)."""
+        return Outbox(self.store, self.signer, self.cfg.protocol.run, lane, self.plan.digest)
+
+    def inbox(self, lane: str | None) -> Inbox:
+        """How this member reads the others' objects on ``lane`` (None: each kind's default)."""
+        return Inbox(self.cfg.protocol.run, lane, self.plan.digest)
 
     def reader(self, hotkey: str) -> ObjectStore | None:
         """Where ``hotkey``'s objects are read: our own store for ourselves, else its reader."""

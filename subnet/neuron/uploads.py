@@ -21,9 +21,10 @@ from ..compression import Compressor, Payload
 from ..data import sample_receipt
 from ..storage.base import ObjectNotFound, ObjectStore, StorageError
 from ..storage.keys import ObjectKind
-from ..wire import Envelope, Expected, GradientMeta, Reason, Rejected, fetch_envelope
+from ..wire import Envelope, GradientMeta, Reason, Rejected
 from .bindings import inner_config
 from .commits import reveal_matches
+from .lanes import Inbox
 from .runtime import Runtime
 
 T = TypeVar("T")
@@ -93,10 +94,10 @@ def collect_uploads(
     ``commits`` (a commit-reveal lane: ``hotkey -> commit digest`` the reader trusts) refuses a
     payload that does not give its sender's commit (``bad_reveal``).
     """
-    out = WindowUploads()
+    out, inbox = WindowUploads(), rt.inbox(lane)
     for hotkey in senders:
         try:
-            envelope = _fetch(rt, window, hotkey, base_version, lane)
+            envelope = _fetch(rt, inbox, window, hotkey, base_version)
             if commits is not None and not reveal_matches(
                 rt,
                 envelope.header.lane,
@@ -129,21 +130,13 @@ def collect_uploads(
 
 
 def _fetch(
-    rt: Runtime, window: int, hotkey: str, base_version: int | None, lane: str | None
+    rt: Runtime, inbox: Inbox, window: int, hotkey: str, base_version: int | None
 ) -> Envelope:
     reader = rt.readers.get(hotkey)
     if reader is None:
         raise _Refused(Reason.NO_BUCKET)
-    expected = Expected(
-        rt.cfg.protocol.run,
-        window,
-        ObjectKind.GRADIENT,
-        hotkey,
-        base_version=base_version,
-        lane=lane,
-        plan=rt.plan.digest,
-    )
-    return fetch_envelope(reader, expected, None, max_bytes=rt.max_bytes)
+    kind, limit = ObjectKind.GRADIENT, rt.max_bytes
+    return inbox.fetch(reader, kind, window, hotkey, max_bytes=limit, base_version=base_version)
 
 
 def _accept(

@@ -38,7 +38,7 @@ from ..scoring import (
 from ..scoring.assess import WindowProbe, assess_window, own_subset
 from ..scoring.draws import corpus_batches, heldout_draw, heldout_size
 from ..storage.base import ObjectNotFound, StorageError
-from ..storage.keys import ObjectKind, object_key
+from ..storage.keys import ObjectKind
 from ..wire import Reason, ScoreReportMeta
 from .base import BaseNeuron
 from .bindings import lane_data_rule
@@ -153,13 +153,12 @@ class Validator(BaseNeuron):
         if self.commit_reveal:
             self.snapshot.poll(self.rt, self.grads, window, offset, self.miners())
             return
+        inbox = self.rt.inbox(self.grads)
         for hotkey in self.miners():
             if (window, hotkey) in self.first_seen or (window, hotkey) in self.unreachable:
                 continue
             reader = self.rt.readers.get(hotkey)
-            key = object_key(
-                self.rt.cfg.protocol.run, ObjectKind.GRADIENT, window, hotkey, lane=self.grads
-            )
+            key = inbox.key(ObjectKind.GRADIENT, window, hotkey)
             try:
                 info = reader.head(key) if reader is not None else None
             except ObjectNotFound:
@@ -422,7 +421,7 @@ class Validator(BaseNeuron):
     def _late(self, window: int, missing: set[str], commits: dict[str, str] | None) -> set[str]:
         """Uploads absent at the deadline that exist now: they arrived late. On a commit-reveal
         lane: a commit written after the snapshot, or a reveal after the validator looked."""
-        run, lane = self.rt.cfg.protocol.run, self.grads
+        inbox = self.rt.inbox(self.grads)
 
         def there(hk: str) -> bool:
             kind = (
@@ -431,7 +430,7 @@ class Validator(BaseNeuron):
                 else ObjectKind.GRADIENT_COMMIT
             )
             reader = self.rt.readers.get(hk)
-            key = object_key(run, kind, window, hk, lane=lane)
+            key = inbox.key(kind, window, hk)
             return reader is not None and modified_at(reader, key) is not None
 
         return {hk for hk in missing if there(hk)}
@@ -441,11 +440,10 @@ class Validator(BaseNeuron):
         scores = dict(sorted(result.scores.items()))
         tensor = torch.tensor(list(scores.values()) or [0.0], dtype=torch.float32)
         report = ScoreReportMeta(scores=scores, digests=result.digests)
-        self.rt.publish(
+        self.rt.outbox(lane).publish(
             ObjectKind.SCORES,
             window,
             {"scores": tensor},
-            lane=lane,
             metadata=report.wire(),
             base_version=self.replica.version,
         )

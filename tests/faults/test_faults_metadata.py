@@ -31,6 +31,7 @@ from subnet.neuron.actions.consensus import median_weights
 from subnet.neuron.actions.grants import granted, grants_for
 from subnet.neuron.actions.tree import child_part
 from subnet.neuron.answers import Malformed, commitments
+from subnet.neuron.lanes import Inbox
 from subnet.neuron.uploads import collect_uploads
 from subnet.scoring import merge_weights
 from subnet.scoring.report import bind_scores, contradicted, nobody_scored
@@ -313,6 +314,7 @@ def test_accepted_gradients_go_through_every_consumer() -> None:
         readers=Readers(),
         max_bytes=1 << 22,
         plan=SimpleNamespace(digest=PLAN, slots={}),
+        inbox=lambda lane: Inbox(protocol.run, lane, PLAN),
     )
     compressor = build_compressor(CompressionConfig(name="dense-fp32"))
     shapes = {"w": (4, 4)}
@@ -407,6 +409,7 @@ def test_accepted_grants_go_through_the_granted_rule() -> None:
         writers=lambda lane: [lead.ss58_address],
         roster=SimpleNamespace(may=lambda hk, p: True),
         reader=lambda hotkey: store,
+        inbox=lambda lane: Inbox(protocol.run, lane, PLAN),
     )
     data = SimpleNamespace(split_samples=lambda split: 10_000)
     rng = random.Random(13)

@@ -12,11 +12,11 @@ import functools
 import json
 import math
 
-import subnet.neuron.actions.tree as tree_module
 import subnet.neuron.validator as validator_module
 from subnet.clock import ManualClock
 from subnet.data import random_sample_ids
 from subnet.neuron.holder import ModelHolder
+from subnet.neuron.lanes import Outbox
 from subnet.neuron.miner import Miner
 from subnet.neuron.validator import Validator
 from subnet.topology import Template
@@ -115,13 +115,14 @@ def test_a_tree_reduce_with_hostile_partials_sends_up_what_it_can(world_with, mo
     # (3-6) two send partials the schema refuses, one an edge, one the truth.
     changes = {1: EDGES[0], 2: EDGES[1], 3: PAST[0][0], 4: PAST[1][0], 5: EDGES[2]}
     lies = {workers[i].rt.hotkey: change for i, change in changes.items()}
-    publish = tree_module.publish_envelope
+    publish = Outbox.publish
 
-    def sending(store, **kwargs):
-        change = lies.get(kwargs["signer"].ss58_address, {})
-        return publish(store, **{**kwargs, "metadata": {**kwargs["metadata"], **change}})
+    def sending(outbox, kind, window, tensors, *, metadata, base_version=None):
+        change = lies.get(outbox.signer.ss58_address, {})
+        metadata = {**metadata, **change}
+        return publish(outbox, kind, window, tensors, metadata=metadata, base_version=base_version)
 
-    monkeypatch.setattr(tree_module, "publish_envelope", sending)
+    monkeypatch.setattr(Outbox, "publish", sending)
     for worker in workers:
         run_at(worker, 0)
     for worker in reversed(workers):  # leaves first

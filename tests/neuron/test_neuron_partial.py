@@ -12,6 +12,7 @@ from subnet.compression import CompressionConfig, build_compressor
 from subnet.config import BeamConfig, ProtocolConfig
 from subnet.data import sample_receipt
 from subnet.model import build_model
+from subnet.neuron.lanes import Inbox
 from subnet.neuron.uploads import collect_uploads, log_uploads
 from subnet.scoring import Evaluation, ScoringConfig, score_window, window_score
 from subnet.storage.keys import ObjectKind
@@ -39,8 +40,14 @@ class Readers:
 def world():
     protocol = ProtocolConfig(holder_hotkey="x",
                               inner={"steps": 4, "micro_batch": 2, "min_steps": 2})  # fmt: skip
-    rt = SimpleNamespace(cfg=BeamConfig(protocol=protocol), readers=Readers(), max_bytes=1 << 24,
-                         plan=SimpleNamespace(digest="ab" * 8, slots={}))  # fmt: skip
+    plan = SimpleNamespace(digest="ab" * 8, slots={})
+    rt = SimpleNamespace(
+        cfg=BeamConfig(protocol=protocol),
+        readers=Readers(),
+        max_bytes=1 << 24,
+        plan=plan,
+        inbox=lambda lane: Inbox(protocol.run, lane, plan.digest),
+    )
     params = snapshot(build_model("tiny", seed=0))
     return (
         rt,

@@ -15,6 +15,7 @@ from subnet.compression import CompressionConfig, build_compressor
 from subnet.config import BeamConfig, ProtocolConfig
 from subnet.data import sample_receipt
 from subnet.model import build_model
+from subnet.neuron.lanes import Inbox
 from subnet.neuron.uploads import collect_uploads
 from subnet.storage.keys import ObjectKind
 from subnet.storage.memory import MemoryStore
@@ -46,8 +47,14 @@ class Readers:
 @pytest.fixture
 def world():
     protocol = ProtocolConfig(holder_hotkey="x")
-    rt = SimpleNamespace(cfg=BeamConfig(protocol=protocol), readers=Readers(), max_bytes=1 << 24,
-                         plan=SimpleNamespace(digest="ab" * 8, slots={}))  # fmt: skip
+    plan = SimpleNamespace(digest="ab" * 8, slots={})
+    rt = SimpleNamespace(
+        cfg=BeamConfig(protocol=protocol),
+        readers=Readers(),
+        max_bytes=1 << 24,
+        plan=plan,
+        inbox=lambda lane: Inbox(protocol.run, lane, plan.digest),
+    )
     params = snapshot(build_model("tiny", seed=0))
     shapes = {k: tuple(v.shape) for k, v in params.items()}
     compressor = build_compressor(CompressionConfig())

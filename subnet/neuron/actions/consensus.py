@@ -74,6 +74,7 @@ def weights_out(neuron: Member, step: Step) -> bool:
     for lane in step.plan.reads:
         if rt.plan.lanes[lane].kind != ObjectKind.WEIGHTS.value:
             continue
-        if not objects_present(rt, ObjectKind.WEIGHTS, lane, step.window, rt.writers(lane)):
+        inbox, writers = rt.inbox(lane), rt.writers(lane)
+        if not objects_present(inbox, ObjectKind.WEIGHTS, step.window, writers, rt.reader):
             return False
     return True

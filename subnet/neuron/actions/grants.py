@@ -88,7 +88,8 @@ def granted_uploads(neuron: Member, step: Step) -> bool:
     for lane in step.plan.reads:
         if rt.plan.lanes[lane].kind != ObjectKind.GRADIENT.value:
             continue
-        if not objects_present(rt, ObjectKind.GRADIENT, lane, step.window, sorted(grants)):
+        inbox = rt.inbox(lane)
+        if not objects_present(inbox, ObjectKind.GRADIENT, step.window, sorted(grants), rt.reader):
             return False
     return True
 

@@ -7,27 +7,25 @@ from collections.abc import Callable, Iterable
 from loguru import logger
 
 from ...storage.base import ObjectNotFound, ObjectStore, StorageError
-from ...storage.keys import ObjectKind, object_key
-from ..runtime import Runtime
+from ...storage.keys import ObjectKind
+from ..lanes import Inbox
 
 
 def objects_present(
-    rt: Runtime,
+    inbox: Inbox,
     kind: ObjectKind,
-    lane: str,
     window: int,
     hotkeys: Iterable[str],
-    read: Callable[[str], ObjectStore | None] | None = None,
+    read: Callable[[str], ObjectStore | None],
 ) -> bool:
-    """True when each of ``hotkeys`` has its ``kind`` object for ``window`` on ``lane``.
+    """True when each of ``hotkeys`` has its ``kind`` object for ``window`` on ``inbox``'s lane.
 
-    ``read`` maps a hotkey to where its objects are read (default ``rt.reader``); a sender with
-    no reader counts as absent. One HEAD per sender, stopping at the first one missing.
+    ``read`` maps a hotkey to where its objects are read (``Runtime.reader``, or the readers
+    alone); a sender with no reader counts as absent. One HEAD per sender, stopping at the
+    first one missing.
     """
-    read = rt.reader if read is None else read
     for hotkey in hotkeys:
-        key = object_key(rt.cfg.protocol.run, kind, window, hotkey, lane=lane)
-        if not present(read(hotkey), key):
+        if not present(read(hotkey), inbox.key(kind, window, hotkey)):
             return False
     return True
 

@@ -17,9 +17,9 @@ import torch
 from loguru import logger
 
 from ...storage.base import StorageError
-from ...storage.keys import ObjectKind, object_key
+from ...storage.keys import ObjectKind
 from ...training import load_parameters, snapshot
-from ...wire import Expected, Reason, Rejected, fetch_envelope
+from ...wire import Reason, Rejected
 from ..context import Collector, Member, Trainer
 from ..merge_result import MergeResult
 from ..runtime import Runtime
@@ -50,11 +50,10 @@ def trained_state(miner: Trainer) -> dict[str, torch.Tensor]:
 def publish_model(miner: Trainer, window: int, upload: Upload, lane: str | None = None) -> None:
     """Publish the trained model (not the update) on a ``checkpoint`` lane, signed."""
     rt = miner.rt
-    key, _ = rt.publish(
+    key, _ = rt.outbox(lane).publish(
         ObjectKind.CHECKPOINT,
         window,
         trained_state(miner),
-        lane=lane,
         metadata=upload.metadata,
         base_version=miner.replica.version,
     )
@@ -76,10 +75,8 @@ def fetch_model(
     reader = rt.reader(hotkey)
     if reader is None:
         raise Rejected(Reason.NO_BUCKET, f"no readable bucket for {hotkey}")
-    expected = Expected(
-        rt.cfg.protocol.run, window, ObjectKind.CHECKPOINT, hotkey, lane=lane, plan=rt.plan.digest
-    )
-    envelope = fetch_envelope(reader, expected, None, max_bytes=max_bytes)  # finite floats
+    inbox = rt.inbox(lane)  # what it reads is signed, of this plan, and of finite floats
+    envelope = inbox.fetch(reader, ObjectKind.CHECKPOINT, window, hotkey, max_bytes=max_bytes)
     tensors = dict(envelope.tensors)
     if {k: tuple(v.shape) for k, v in tensors.items()} != dict(shapes):
         raise Rejected(Reason.SHAPE_MISMATCH, "a model of other names or shapes")
@@ -106,8 +103,7 @@ def predecessor_in(neuron: Member, step: Step) -> bool:
     rt = neuron.rt
     lane = ring_lane(rt, step)
     pred = predecessor(rt.writers(lane), rt.hotkey)
-    key = object_key(rt.cfg.protocol.run, ObjectKind.CHECKPOINT, step.window, pred, lane=lane)
-    return present(rt.reader(pred), key)
+    return present(rt.reader(pred), rt.inbox(lane).key(ObjectKind.CHECKPOINT, step.window, pred))
 
 
 @dataclass

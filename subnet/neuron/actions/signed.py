@@ -12,7 +12,7 @@ from loguru import logger
 
 from ...storage.base import StorageError
 from ...storage.keys import ObjectKind
-from ...wire import Expected, Message, Rejected, fetch_envelope
+from ...wire import Message, Rejected
 from ...wire.schema import M
 from ..runtime import Runtime
 
@@ -23,7 +23,9 @@ def put_message(
     rt: Runtime, kind: ObjectKind, window: int, lane: str | None, message: Message
 ) -> str:
     """Sign and write ``message`` once as our object of ``kind``; returns its key."""
-    key, _ = rt.publish(kind, window, {"none": torch.zeros(1)}, lane=lane, metadata=message.wire())
+    key, _ = rt.outbox(lane).publish(
+        kind, window, {"none": torch.zeros(1)}, metadata=message.wire()
+    )
     return key
 
 
@@ -35,9 +37,9 @@ def get_message(
     reader = rt.reader(sender)
     if reader is None:
         return None
-    expected = Expected(rt.cfg.protocol.run, window, kind, sender, lane=lane, plan=rt.plan.digest)
     try:
-        return fetch_envelope(reader, expected, None, max_bytes=SMALL_MAX_BYTES).message(schema)
+        envelope = rt.inbox(lane).fetch(reader, kind, window, sender, max_bytes=SMALL_MAX_BYTES)
+        return envelope.message(schema)
     except StorageError:
         return None  # absent (or unreachable) yet: the caller asks again later
     except Rejected as error:

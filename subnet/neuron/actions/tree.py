@@ -18,7 +18,7 @@ from loguru import logger
 
 from ...storage.keys import ObjectKind
 from ...versions import SyncError
-from ...wire import GradientMeta, Reason, publish_envelope
+from ...wire import GradientMeta, Reason
 from ..bindings import samples_per_window
 from ..context import Member, Trainer
 from ..runtime import Runtime
@@ -82,7 +82,8 @@ def children_in(neuron: Member, step: Step) -> bool:
         if rt.plan.lanes[lane].kind != ObjectKind.GRADIENT.value:
             continue
         kids = children_of(rt, lane, fanout_of(rt, step))
-        if not objects_present(rt, ObjectKind.GRADIENT, lane, step.window, kids):
+        inbox = rt.inbox(lane)
+        if not objects_present(inbox, ObjectKind.GRADIENT, step.window, kids, rt.reader):
             return False
     return True
 
@@ -158,17 +159,12 @@ def reduce(miner: Trainer, step: Step) -> Partial:
         "tokens": tokens,
     }
     sent = mine.model_copy(update=update)
-    key, _ = publish_envelope(
-        rt.store,
-        signer=rt.signer,
-        run=rt.cfg.protocol.run,
-        kind=ObjectKind.GRADIENT,
-        window=window,
-        tensors=miner.compressor.encode(mean),
-        base_version=miner.replica.version,
+    key, _ = rt.outbox(lane).publish(
+        ObjectKind.GRADIENT,
+        window,
+        miner.compressor.encode(mean),
         metadata=sent.wire(),
-        lane=lane,
-        plan=rt.plan.digest,
+        base_version=miner.replica.version,
     )
     miner.log_train()  # the window's own training went out in this partial
     rt.metrics.log("reduce", window=window, members=members, children=covered, loss=loss)
