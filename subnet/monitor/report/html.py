@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from html import escape
 
 from . import bytes_panel, pay_panel, summary
@@ -75,6 +76,52 @@ footer { color: var(--muted); font-size: 12px; text-align: center; margin-top: 8
 """
 
 
+# Each table's columns: (label, numeric: right-aligned)
+ROSTER_COLUMNS = (
+    ("participant", False),
+    ("status", False),
+    ("rounds", True),
+    ("tokens merged / trained", True),
+    ("tokens/s", True),
+    ("share", True),
+    ("train loss", True),
+    ("verdicts", False),
+    ("weight on chain", True),
+)
+ROUND_COLUMNS = (
+    ("round", True),
+    ("started (UTC)", False),
+    ("nodes", True),
+    ("compute", True),
+    ("sync", True),
+    ("gradients merged (up)", True),
+    ("DDP: fp32 gradients, ring (up)", True),
+    ("saved on gradients up", True),
+    ("loss", True),
+)
+LANE_COLUMNS = (
+    ("lane", False),
+    ("kind", False),
+    ("mode", False),
+    ("writers", False),
+    ("readers", False),
+)
+SLOT_ROUND_COLUMNS = (
+    ("round", True),
+    ("slot", False),
+    ("sent", False),
+    ("merged", False),
+    ("failed", False),
+)
+FAILURE_COLUMNS = (
+    ("time (UTC)", False),
+    ("window", True),
+    ("participant", False),
+    ("role", False),
+    ("reason", False),
+)
+
+
 def render_page(
     run: Run, *, refresh: int | None = None, recent: int = 20, now: float | None = None
 ) -> str:
@@ -82,13 +129,12 @@ def render_page(
     now = time.time() if now is None else now
     head = summary.headline(run)
     refresh_tag = f'<meta http-equiv="refresh" content="{int(refresh)}">' if refresh else ""
-    body = "".join([
+    sections = [
         _header(run, now, live=bool(refresh)),
         _stall(head),
         _cards(head, run),
         _chart(run, head),
-        _roster(summary.roster(run), show_traffic=bool(run.traffic),
-                show_incentive=bool(run.chain)),
+        _roster(summary.roster(run), traffic=bool(run.traffic), incentive=bool(run.chain)),
         pay_panel.panel(run),
         bytes_panel.panel(run),
         _rounds(summary.round_rows(run, last=recent), total=head.rounds),
@@ -96,7 +142,8 @@ def render_page(
         _failures(run),
         "<footer>Rendered by scripts/report.py from the run's metrics files; "
         "self-contained, no network needed.</footer>",
-    ])  # fmt: skip
+    ]
+    body = "".join(sections)
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -141,15 +188,16 @@ def _cards(h: summary.Headline, run: Run) -> str:
         versions += f", of {fmt_int(h.rounds_trained)} rounds trained"
     failed = f"{h.failed_windows} failed window{plural}" if h.failed_windows else versions
     saved, unit, saved_note = bytes_panel.card(run, h.bytes, h.ddp_bytes)  # both ways
-    return '<section class="cards">' + "".join([
+    per_second = "merged tokens per wall-clock second"
+    cards = [
         _card("Final loss", fmt_loss(h.final_loss), start),
         _card("Outer rounds", fmt_int(h.rounds), failed),
         _card("Nodes", fmt_int(h.nodes) if h.nodes else DASH, roles),
-        _card("Avg throughput", fmt_int(h.throughput), "merged tokens per wall-clock second",
-              unit="tok/s"),
+        _card("Avg throughput", fmt_int(h.throughput), per_second, unit="tok/s"),
         _card("Tokens merged", fmt_int(h.tokens) if h.rounds else DASH, _tokens_note(h)),
         _card("Bandwidth vs DDP", saved, saved_note, unit=unit),
-    ]) + "</section>"  # fmt: skip
+    ]
+    return f'<section class="cards">{"".join(cards)}</section>'
 
 
 def _tokens_note(h: summary.Headline) -> str:
@@ -164,8 +212,9 @@ def _stall(h: summary.Headline) -> str:
     n = h.windows_without_round
     if h.latest_window is None or n < summary.RECENT_WINDOWS:
         return ""
-    last = (f"last round merged window {h.last_round_window}" if h.last_round_window is not None
-            else "no round merged yet")  # fmt: skip
+    last = "no round merged yet"
+    if h.last_round_window is not None:
+        last = f"last round merged window {h.last_round_window}"
     bits = [f"<b>No new round for {n} windows</b> ({last}; newest window {h.latest_window})."]
     if h.empty_windows:
         bits.append(f"Empty windows (nothing to merge): {escape(fmt_windows(h.empty_windows))}.")
@@ -188,7 +237,10 @@ def _chart(run: Run, h: summary.Headline) -> str:
 
 
 def _table(
-    headers: list[tuple[str, bool]], rows: list[list[str]], empty: str, wrap: set[int] = frozenset()
+    headers: Sequence[tuple[str, bool]],
+    rows: list[list[str]],
+    empty: str,
+    wrap: set[int] = frozenset(),
 ) -> str:
     """``headers`` are ``(label, numeric)``; cells are already-escaped HTML; the columns in
     ``wrap`` may break lines (long names, verdict lists), the rest stay on one."""
@@ -216,21 +268,19 @@ def _verdict_cell(r: summary.RosterRow) -> str:
     if not r.verdicts:
         return DASH
     order = ("scored", "unverified", "late", "missing", "stale", "rejected", "copied")
-    counts = sorted(r.verdicts.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order
-                                                         else len(order), kv[0]))  # fmt: skip
+    rank = {verdict: i for i, verdict in enumerate(order)}  # others after these, by name
+    counts = sorted(r.verdicts.items(), key=lambda kv: (rank.get(kv[0], len(order)), kv[0]))
     text = " · ".join(f"{escape(k)} {v}" for k, v in counts)
     last = f'<br><span class="hk">last: {escape(r.last_verdict)}</span>' if r.last_verdict else ""
     return text + last
 
 
-def _roster(rows: list[summary.RosterRow], show_traffic: bool = False,
-            show_incentive: bool = False) -> str:  # fmt: skip
-    headers = [("participant", False), ("status", False), ("rounds", True),
-               ("tokens merged / trained", True), ("tokens/s", True), ("share", True),
-               ("train loss", True), ("verdicts", False), ("weight on chain", True)]  # fmt: skip
-    if show_incentive:
+def _roster(rows: list[summary.RosterRow], traffic: bool = False, incentive: bool = False) -> str:
+    """The roster table; ``incentive`` and ``traffic`` add those columns."""
+    headers = [*ROSTER_COLUMNS]
+    if incentive:
         headers.append(("incentive", True))
-    if show_traffic:
+    if traffic:
         headers.append(("bytes up / down", True))
     cells = []
     for r in rows:
@@ -244,12 +294,17 @@ def _roster(rows: list[summary.RosterRow], show_traffic: bool = False,
             f'<span class="who">{escape(r.name)}</span> <span class="hk">{escape(r.hotkey[:8])}'
             f'</span><br><span class="role">{escape(r.role)}</span>',
             f'<span class="pill {pill}">{escape(r.status)}</span>',
-            fmt_int(r.rounds), tokens, fmt_int(r.tokens_per_s), share, fmt_loss(r.loss),
-            _verdict_cell(r), fmt_share(r.weight),
-        ]  # fmt: skip
-        if show_incentive:
+            fmt_int(r.rounds),
+            tokens,
+            fmt_int(r.tokens_per_s),
+            share,
+            fmt_loss(r.loss),
+            _verdict_cell(r),
+            fmt_share(r.weight),
+        ]
+        if incentive:
             row.append(fmt_share(r.incentive))
-        if show_traffic:
+        if traffic:
             up, down = r.traffic or (None, None)
             row.append(f"{fmt_bytes(up)}<br>{fmt_bytes(down)}")
         cells.append(row)
@@ -258,20 +313,24 @@ def _roster(rows: list[summary.RosterRow], show_traffic: bool = False,
 
 
 def _rounds(rows: list[summary.RoundRow], total: int) -> str:
-    headers = [("round", True), ("started (UTC)", False), ("nodes", True), ("compute", True),
-               ("sync", True), ("gradients merged (up)", True),
-               ("DDP: fp32 gradients, ring (up)", True), ("saved on gradients up", True),
-               ("loss", True)]  # fmt: skip
     cells = [
-        [fmt_int(r.round), fmt_clock(r.started), fmt_int(r.nodes), fmt_seconds(r.compute_s),
-         fmt_seconds(r.sync_s), fmt_bytes(r.bytes), fmt_bytes(r.ddp_bytes), fmt_ratio(r.saved),
-         fmt_loss(r.loss)]
+        [
+            fmt_int(r.round),
+            fmt_clock(r.started),
+            fmt_int(r.nodes),
+            fmt_seconds(r.compute_s),
+            fmt_seconds(r.sync_s),
+            fmt_bytes(r.bytes),
+            fmt_bytes(r.ddp_bytes),
+            fmt_ratio(r.saved),
+            fmt_loss(r.loss),
+        ]
         for r in rows
-    ]  # fmt: skip
+    ]
     title = (
         "Recent rounds" if total <= len(rows) else f"Recent rounds (last {len(rows)} of {total})"
     )
-    table = _table(headers, cells, "No merged rounds yet.")
+    table = _table(ROUND_COLUMNS, cells, "No merged rounds yet.")
     return f'<section class="panel"><h2>{escape(title)}</h2>{table}</section>'
 
 
@@ -285,25 +344,32 @@ def topology_section(run: Run, recent: int = 20) -> str:
     def names(members: tuple[str, ...] | list[str]) -> str:
         return escape(", ".join(members)) if members else DASH
 
-    lanes = [[f"<code>{escape(lane.name)}</code>", escape(lane.kind), escape(lane.mode),
-              f"{escape(', '.join(lane.writers))}: {names(lane.writer_members)}",
-              f"{escape(', '.join(lane.readers))}: {names(lane.reader_members)}"]
-             for lane in view.lanes]  # fmt: skip
+    lanes = [
+        [
+            f"<code>{escape(lane.name)}</code>",
+            escape(lane.kind),
+            escape(lane.mode),
+            f"{escape(', '.join(lane.writers))}: {names(lane.writer_members)}",
+            f"{escape(', '.join(lane.readers))}: {names(lane.reader_members)}",
+        ]
+        for lane in view.lanes
+    ]
     windows = sorted({r.window for r in view.rounds})[-recent:]
-    rounds = [[str(r.window), escape(r.slot), names(r.sent), names(r.merged), names(r.failed)]
-              for r in view.rounds if r.window in windows]  # fmt: skip
+    rounds = [
+        [str(r.window), escape(r.slot), names(r.sent), names(r.merged), names(r.failed)]
+        for r in view.rounds
+        if r.window in windows
+    ]
     slots = "; ".join(f"{escape(slot)}: {names(members)}" for slot, members in view.slots.items())
     digest = ", ".join(view.digests)
     return (
         f'<section class="panel"><h2>Topology <code>{escape(view.ref)}</code></h2>'
         f'<p class="meta">plan {escape(digest)} · {slots}</p>'
-        + _table([("lane", False), ("kind", False), ("mode", False), ("writers", False),
-                  ("readers", False)], lanes, "no lanes")
+        + _table(LANE_COLUMNS, lanes, "no lanes")
         + "<h2>Rounds by slot</h2>"
-        + _table([("round", True), ("slot", False), ("sent", False), ("merged", False),
-                  ("failed", False)], rounds, "no rounds yet")
+        + _table(SLOT_ROUND_COLUMNS, rounds, "no rounds yet")
         + "</section>"
-    )  # fmt: skip
+    )
 
 
 def _failures(run: Run) -> str:
@@ -311,10 +377,14 @@ def _failures(run: Run) -> str:
         return ""
     names = {hk: p.name for hk, p in run.participants.items()}
     cells = [
-        [fmt_clock(f.t), fmt_int(f.window), escape(names.get(f.hotkey, f.hotkey[:8])),
-         escape(f.role), f"<code>{escape(f.reason)}</code>"]
+        [
+            fmt_clock(f.t),
+            fmt_int(f.window),
+            escape(names.get(f.hotkey, f.hotkey[:8])),
+            escape(f.role),
+            f"<code>{escape(f.reason)}</code>",
+        ]
         for f in run.failures[-20:][::-1]
-    ]  # fmt: skip
-    headers = [("time (UTC)", False), ("window", True), ("participant", False), ("role", False),
-               ("reason", False)]  # fmt: skip
-    return f'<section class="panel"><h2>Failed windows</h2>{_table(headers, cells, "")}</section>'
+    ]
+    table = _table(FAILURE_COLUMNS, cells, "")
+    return f'<section class="panel"><h2>Failed windows</h2>{table}</section>'

@@ -57,8 +57,8 @@ class Headline:
         """Windows since the newest round (since the first window seen, if none merged)."""
         if self.latest_window is None:
             return 0
-        return self.latest_window - (self.last_round_window if self.last_round_window is not None
-                                     else -1)  # fmt: skip
+        last = self.last_round_window if self.last_round_window is not None else -1
+        return self.latest_window - last
 
 
 @dataclass(frozen=True)
@@ -201,8 +201,10 @@ def roster(run: Run) -> list[RosterRow]:
             tokens, per_s = _miner_throughput(mine)
             weight = sum(v.contributors.get(p.hotkey, 0.0) for v in rounds)
             share = weight / len(rounds) if rounds else None
-            status = "active" if recent(merged_in) else (
-                "not merged" if recent({t.window for t in mine}) else "idle")  # fmt: skip
+            trained = {t.window for t in mine}
+            status = (
+                "active" if recent(merged_in) else ("not merged" if recent(trained) else "idle")
+            )
             verdicts = _verdicts(run, p.hotkey)
             extra = {
                 "tokens_merged": sum(t.tokens or 0 for t in mine if t.window in merged_in),
@@ -221,12 +223,12 @@ def roster(run: Run) -> list[RosterRow]:
                 status = "active" if recent(windows) else ("stalled" if recent(empty) else "idle")
             done = len(windows & round_windows)
             tokens, per_s, share = None, None, None
-        chain = run.chain.get(p.hotkey, {})
         traffic = run.traffic.get(p.hotkey)
-        rows.append(RosterRow(
-            p.hotkey, p.name, p.role, status, done, tokens, per_s, share, **extra,
-            incentive=chain.get("incentive"), traffic=tuple(traffic) if traffic else None,
-        ))  # fmt: skip
+        extra["traffic"] = tuple(traffic) if traffic else None
+        extra["incentive"] = run.chain.get(p.hotkey, {}).get("incentive")
+        rows.append(
+            RosterRow(p.hotkey, p.name, p.role, status, done, tokens, per_s, share, **extra)
+        )
     return sorted(rows, key=lambda r: (ROLE_ORDER.get(r.role, 3), r.name, r.hotkey))
 
 
@@ -274,13 +276,21 @@ def round_rows(run: Run, last: int | None = None) -> list[RoundRow]:
         trains = [t for t in run.trains if t.window == v.window]
         starts = [t.t - (t.seconds or 0.0) - (t.sync_seconds or 0.0) for t in trains]
         saved = v.ddp_bytes / v.bytes if v.bytes and v.ddp_bytes is not None else None
-        rows.append(RoundRow(
-            round=v.version, window=v.window, started=min(starts) if starts else None,
-            finished=v.t, nodes=len(v.contributors),
-            compute_s=_mean([t.seconds for t in trains]),
-            sync_s=_mean([t.sync_seconds for t in trains]),
-            bytes=v.bytes, ddp_bytes=v.ddp_bytes, saved=saved, loss=v.heldout_loss,
-        ))  # fmt: skip
+        rows.append(
+            RoundRow(
+                round=v.version,
+                window=v.window,
+                started=min(starts) if starts else None,
+                finished=v.t,
+                nodes=len(v.contributors),
+                compute_s=_mean([t.seconds for t in trains]),
+                sync_s=_mean([t.sync_seconds for t in trains]),
+                bytes=v.bytes,
+                ddp_bytes=v.ddp_bytes,
+                saved=saved,
+                loss=v.heldout_loss,
+            )
+        )
     rows.reverse()
     return rows if last is None else rows[:last]
 
