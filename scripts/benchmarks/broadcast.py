@@ -28,7 +28,7 @@ import torch
 from bittensor.sp_core import Keypair
 
 from benchmarks import convergence
-from benchmarks.broadcast_loss import budgets, lane_name, run_loss
+from benchmarks.broadcast_loss import Way, budgets, run_loss
 from benchmarks.common import environment, setup
 from subnet.compression import CompressionConfig, build_compressor, state_digest
 from subnet.config import ProtocolConfig
@@ -113,17 +113,17 @@ def _uploads(model: torch.nn.Module, count: int, round_: int, cfg: CompressionCo
 
 
 class _Lane:
-    """One holder publishing one way (patches for budget 0, else sparse deltas of that budget),
+    """One holder publishing one way (patches for ``way`` None, else sparse deltas that way),
     and a follower peer counting what it downloads."""
 
-    def __init__(self, budget: int, every: int, cfg: CompressionConfig) -> None:
+    def __init__(self, way: Way | None, every: int, cfg: CompressionConfig) -> None:
         self.meter = ByteMeter()
         inner = MemoryStore()
         self.publisher = VersionPublisher(inner, HOLDER, RUN, checkpoint_every=every)
         self.peer = ModelSync(CountingStore(inner, self.meter), HOLDER.ss58_address, RUN,
                               max_bytes=1 << 30)  # fmt: skip
-        self.budget = budget
-        self.spars = Resparsifier(cfg, budget) if budget else None
+        self.way = way
+        self.spars = Resparsifier(cfg, way.budget, way.scope, way.decay) if way else None
         self.state: dict | None = None
         self.version: int | None = None
         self.rows: list[dict] = []
@@ -165,12 +165,10 @@ def run(args: argparse.Namespace) -> dict:
     model = build_model(args.preset, seed=0)
     params = snapshot(model)
     shapes = {k: tuple(v.shape) for k, v in params.items()}
-    sparse_default = uses_sparse_broadcast(p.broadcast, cfg)
-    lanes = {
-        "default": _Lane(p.broadcast_budget if sparse_default else 0, args.checkpoint_every, cfg)
-    }
-    lanes["patch"] = _Lane(0, args.checkpoint_every, cfg)
-    lanes |= {lane_name(b): _Lane(b, args.checkpoint_every, cfg) for b in budgets(args)}
+    default = Way(p.broadcast_budget) if uses_sparse_broadcast(p.broadcast, cfg) else None
+    lanes = {"default": _Lane(default, args.checkpoint_every, cfg)}
+    lanes["patch"] = _Lane(None, args.checkpoint_every, cfg)
+    lanes |= {way.lane(): _Lane(way, args.checkpoint_every, cfg) for way in budgets(args)}
     states = {name: dict(params) for name in lanes}
     outers = {name: build_outer_optimizer(p.outer) for name in lanes}
     for lane in lanes.values():
@@ -199,7 +197,7 @@ def run(args: argparse.Namespace) -> dict:
         rounds = lane.rows[1:]  # after joining
         down = round(sum(row["bytes_down"] for row in rounds) / len(rounds))
         record[name] = {
-            "broadcast": f"sparse x{lane.budget}" if lane.budget else "patch",
+            "broadcast": lane.way.describe() if lane.way else "patch",
             "download_bytes_per_peer_per_round": down,
             "download_over_upload": round(down / upload, 3),
             "joiner_checkpoint_bytes": lane.rows[0]["bytes_down"],

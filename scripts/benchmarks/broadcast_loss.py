@@ -14,27 +14,62 @@ was published. For each: the held-out loss on every seed and their mean, its rat
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
 from benchmarks import convergence
 from benchmarks.common import environment, setup
 from benchmarks.tuning import Setting
+from subnet.versions.delta import SCOPES
 
 PROTOCOL = convergence.PROTOCOL
 
 
-def budgets(args: argparse.Namespace) -> list[int]:
-    """The ``--budget`` list (multiples of the upload's top-k)."""
-    return [int(b) for b in str(getattr(args, "budget", "") or "").split(",") if b.strip()]
+@dataclass(frozen=True)
+class Way:
+    """One sparse broadcast: ``budget`` uploads' top-k, chosen per ``scope``, holder's ``decay``."""
+
+    budget: float
+    scope: str = "chunk"
+    decay: float = 1.0
+
+    @classmethod
+    def parse(cls, spec: str) -> Way:
+        """``B[:model][:dD]``: ``4``, ``1.25:model``, ``1:model:d0.5`` (decay 0.5)."""
+        budget, *rest = spec.strip().split(":")
+        scope, decay = "chunk", 1.0
+        for part in rest:
+            if part in SCOPES:
+                scope = part
+            elif part.startswith("d"):
+                decay = float(part[1:])
+            else:
+                raise ValueError(f"--budget {spec!r}: {part!r} is neither a scope nor dDECAY")
+        return cls(float(budget), scope, decay)
+
+    def describe(self) -> str:
+        """``sparse x1 model decay 0.5``: how the record says what ran."""
+        scope = "" if self.scope == "chunk" else f" {self.scope}"
+        decay = "" if self.decay == 1.0 else f" decay {self.decay:g}"
+        return f"sparse x{self.budget:g}{scope}{decay}"
+
+    def lane(self) -> str:
+        """The record's key: ``sparse_x4``, ``sparse_x1.25_model``, ``sparse_x1_d0.5``."""
+        return self.describe().replace(" decay ", "_d").replace(" ", "_")
 
 
-def lane_name(budget: int) -> str:
-    """The record's key for a sparse broadcast of ``budget`` uploads' top-k: ``sparse_x4``."""
-    return f"sparse_x{budget}"
+def budgets(args: argparse.Namespace) -> list[Way]:
+    """The ``--budget`` list: multiples of the upload's top-k, each with its scope and decay."""
+    return [Way.parse(b) for b in str(getattr(args, "budget", "") or "").split(",") if b.strip()]
 
 
-def _lane(bench: convergence._Bench, seeds: list[int], broadcast: str, budget: int) -> dict:
+def _lane(bench: convergence._Bench, seeds: list[int], broadcast: str, way: Way) -> dict:
     args = bench.args
-    args.broadcast, args.broadcast_budget = broadcast, budget
+    args.broadcast = broadcast
+    args.broadcast_budget, args.broadcast_scope, args.broadcast_decay = (
+        way.budget,
+        way.scope,
+        way.decay,
+    )
     outer = convergence.method_of("sparseloco", args).outer
     setting = Setting(args.lr, outer, args.moment_init)
     runs = {seed: bench.trial("sparseloco", setting, seed) for seed in seeds}
@@ -42,7 +77,7 @@ def _lane(bench: convergence._Bench, seeds: list[int], broadcast: str, budget: i
     up = sum(r["bytes_up_per_worker"] for r in runs.values()) / len(runs) / args.rounds
     down = sum(r["bytes_down_per_worker"] for r in runs.values()) / len(runs) / args.rounds
     return {
-        "broadcast": "patch" if broadcast == "patch" else f"sparse x{budget}",
+        "broadcast": "patch" if broadcast == "patch" else way.describe(),
         "heldout_loss_by_seed": {str(s): r["heldout_loss"] for s, r in runs.items()},
         "heldout_loss_mean": round(sum(held) / len(held), 4),
         "upload_bytes_per_worker_per_round": round(up),
@@ -57,10 +92,11 @@ def run_loss(args: argparse.Namespace) -> dict:
     args.methods = "sparseloco"
     bench = convergence._Bench(args)
     seeds = [int(s) for s in args.seeds.split(",")]
-    lanes = {"exact": _lane(bench, seeds, "patch", PROTOCOL.broadcast_budget)}
-    lanes["default"] = _lane(bench, seeds, PROTOCOL.broadcast, PROTOCOL.broadcast_budget)
-    for b in budgets(args):
-        lanes[lane_name(b)] = _lane(bench, seeds, "sparse", b)
+    default = Way(PROTOCOL.broadcast_budget)
+    lanes = {"exact": _lane(bench, seeds, "patch", default)}
+    lanes["default"] = _lane(bench, seeds, PROTOCOL.broadcast, default)
+    for way in budgets(args):
+        lanes[way.lane()] = _lane(bench, seeds, "sparse", way)
     exact = lanes["exact"]["heldout_loss_mean"]
     for lane in lanes.values():
         lane["loss_over_exact"] = round(lane["heldout_loss_mean"] / exact, 4)

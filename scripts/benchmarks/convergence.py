@@ -64,7 +64,7 @@ from subnet.training import (
     snapshot,
     train_inner,
 )
-from subnet.versions.delta import Resparsifier, uses_sparse_broadcast
+from subnet.versions.delta import SCOPES, Resparsifier, uses_sparse_broadcast
 
 PROTOCOL = ProtocolConfig()
 MEAN = AggregationConfig(rule="mean", clip_to_median_norm=False)
@@ -144,8 +144,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=PROTOCOL.broadcast,
         help="how versions go out (--protocol.broadcast; sparse: sparse codecs only)",
     )
-    add("--broadcast-budget", type=int, default=PROTOCOL.broadcast_budget,
+    add("--broadcast-budget", type=float, default=PROTOCOL.broadcast_budget,
         help="--protocol.broadcast_budget of the sparse broadcast")  # fmt: skip
+    add("--broadcast-scope", choices=sorted(SCOPES), default="chunk", help="delta top-k per")
+    add("--broadcast-decay", type=float, default=1.0, help="the holder's error-feedback decay")
     add(
         "--keep-optimizer",
         action="store_true",
@@ -274,9 +276,10 @@ def _local_sgd(
         [build_inner_optimizer(w, inner) for w in workers] if method.keep_optimizer else None
     )
     feedback = [ErrorFeedback(method.compression.ef_decay) for _ in streams]
-    spars = (
-        Resparsifier(method.compression, args.broadcast_budget) if _sparse(method, args) else None
-    )
+    spars = None
+    if _sparse(method, args):
+        b = args.broadcast_budget, args.broadcast_scope, args.broadcast_decay
+        spars = Resparsifier(method.compression, *b)
     params = dict(model.named_parameters())
     up = down = 0
     for rnd in range(args.rounds):
@@ -323,7 +326,7 @@ def _describe(name: str, args: argparse.Namespace, setting: Setting) -> dict:
     agg = m.aggregation.rule + (
         ", clipped to the median norm" if m.aggregation.clip_to_median_norm else ""
     )
-    broadcast = f"sparse x{args.broadcast_budget}" if _sparse(m, args) else "patch"
+    broadcast = f"sparse x{args.broadcast_budget:g}" if _sparse(m, args) else "patch"
     optimizer = (
         "kept across rounds"
         if m.keep_optimizer

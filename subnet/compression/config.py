@@ -6,7 +6,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-CompressorName = Literal["dense-fp32", "dense-bf16", "int8", "sparseloco", "sparseloco-rice"]
+CompressorName = Literal[
+    "dense-fp32", "dense-bf16", "int8", "sparseloco", "sparseloco-rice", "sparse-global-rice"
+]
 
 
 class CompressionConfig(BaseModel):

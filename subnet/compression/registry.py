@@ -10,6 +10,7 @@ from subnet.compression.base import Compressor, Payload, RejectReason, Shapes
 from subnet.compression.config import CompressionConfig
 from subnet.compression.dense import DenseCompressor
 from subnet.compression.int8 import Int8Compressor
+from subnet.compression.sparse_global import SparseGlobalRiceCompressor
 from subnet.compression.sparseloco import SparseLoCoCompressor
 from subnet.compression.sparseloco_rice import SparseLoCoRiceCompressor
 
@@ -19,6 +20,7 @@ COMPRESSORS: dict[str, Callable[[CompressionConfig], Compressor]] = {
     "int8": lambda cfg: Int8Compressor(cfg.int8_block),
     "sparseloco": lambda cfg: SparseLoCoCompressor(cfg.topk, cfg.chunk),
     "sparseloco-rice": lambda cfg: SparseLoCoRiceCompressor(cfg.topk, cfg.chunk),
+    "sparse-global-rice": lambda cfg: SparseGlobalRiceCompressor(cfg.topk, cfg.chunk),
 }
 
 

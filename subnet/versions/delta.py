@@ -33,18 +33,30 @@ from subnet.compression.base import Payload, PayloadError
 #: Codecs whose decode is a pure gather/scatter (bit-exact everywhere) and whose payload is a
 #: fixed budget: the only ones the sparse broadcast uses.
 SPARSE_CODECS = frozenset({"sparseloco", "sparseloco-rice"})
+#: Codecs a published delta may name: the sparse upload codecs and the model-wide top-k.
+DELTA_CODECS = SPARSE_CODECS | {"sparse-global-rice"}
+#: Where a delta's top-k is chosen: in every chunk as uploads do, or over the whole model.
+SCOPES = frozenset({"chunk", "model"})
 
 
-def delta_codec(codec: CompressionConfig, budget: int) -> CompressionConfig:
-    """The codec of the published deltas: the upload codec keeping `budget` times its top-k.
+def delta_codec(codec: CompressionConfig, budget: float, scope: str = "chunk") -> CompressionConfig:
+    """The codec of the published deltas: `budget` times the upload's top-k (rounded).
 
     A merge of R uploads touches up to R times one upload's support; keeping only one upload's
     budget per version defers most of it to later versions through the holder's error feedback
-    (and costs loss), keeping R times keeps nearly all of it. Capped at a whole chunk.
+    (and costs loss), keeping R times keeps nearly all of it. Capped at a whole chunk. `scope`
+    `chunk` keeps that many values in every chunk (the upload's own codec), `model` as many in
+    total, wherever the model's largest values are (`sparse-global-rice`).
     """
-    if budget < 1:
-        raise ValueError(f"the broadcast budget must be >= 1, not {budget}")
-    return codec.model_copy(update={"topk": min(codec.chunk * codec.chunk, codec.topk * budget)})
+    if budget <= 0:
+        raise ValueError(f"the broadcast budget must be > 0, not {budget}")
+    if scope not in SCOPES:
+        raise ValueError(f"the broadcast scope must be one of {sorted(SCOPES)}, not {scope!r}")
+    topk = min(codec.chunk * codec.chunk, max(1, round(codec.topk * budget)))
+    update: dict = {"topk": topk}
+    if scope == "model":
+        update["name"] = "sparse-global-rice"
+    return codec.model_copy(update=update)
 
 
 def uses_sparse_broadcast(mode: str, codec: CompressionConfig) -> bool:
@@ -94,7 +106,7 @@ def apply_delta(state: Mapping[str, Tensor], decoded: Mapping[str, Tensor]) -> d
 
 def decode_delta(delta: SparseDelta, shapes: Mapping[str, tuple[int, ...]]) -> dict[str, Tensor]:
     """The update a delta carries, validated against `shapes` first (`DeltaError` if invalid)."""
-    if delta.codec.name not in SPARSE_CODECS:
+    if delta.codec.name not in DELTA_CODECS:
         raise DeltaError("invalid_value", f"codec {delta.codec.name} is not a sparse codec")
     try:
         return build_compressor(delta.codec).decode(delta.payload, shapes)
@@ -105,16 +117,19 @@ def decode_delta(delta: SparseDelta, shapes: Mapping[str, tuple[int, ...]]) -> d
 class Resparsifier:
     """The holder's side: each merged step re-sparsified to `budget` times one upload's top-k.
 
-    Keeps the holder's error feedback (what earlier deltas left out); it must be saved and
-    restored with the holder's model, or the left-out part of past steps is lost.
+    Keeps the holder's error feedback (what earlier deltas left out, times `decay` each
+    version); it must be saved and restored with the holder's model, or the left-out part of
+    past steps is lost. `scope` is where the top-k is chosen (see `delta_codec`).
     """
 
-    def __init__(self, codec: CompressionConfig, budget: int = 1) -> None:
+    def __init__(
+        self, codec: CompressionConfig, budget: float = 1, scope: str = "chunk", decay: float = 1.0
+    ) -> None:
         if codec.name not in SPARSE_CODECS:
             raise ValueError(f"the sparse broadcast needs a sparse codec, not {codec.name}")
-        self.codec = delta_codec(codec, budget)
+        self.codec = delta_codec(codec, budget, scope)
         self.compressor = build_compressor(self.codec)
-        self.feedback = ErrorFeedback(decay=1.0)
+        self.feedback = ErrorFeedback(decay=decay)
 
     def reduce(
         self, base: Mapping[str, Tensor], target: Mapping[str, Tensor]

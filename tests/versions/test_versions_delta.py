@@ -52,12 +52,13 @@ def _merged_step(state: dict[str, Tensor], uploads: int, seed: int) -> dict[str,
 
 
 def _history(
-    publisher: VersionPublisher, versions: int, uploads: int = 4, budget: int = 1
+    publisher: VersionPublisher, versions: int, uploads: int = 4, budget: float = 1, **way
 ) -> list[SparseDelta]:
-    """Publish v0 and `versions` sparse versions after it, as a holder does; return the deltas."""
+    """Publish v0 and `versions` sparse versions after it, as a holder does; return the deltas
+    (`way`: the Resparsifier's scope and decay)."""
     state = model_state(build_model("tiny", seed=0))
     publisher.publish(state, -1)
-    spars, deltas = Resparsifier(CODEC, budget), []
+    spars, deltas = Resparsifier(CODEC, budget, **way), []
     for window in range(versions):
         step = _merged_step(state, uploads, seed=window)
         target = {k: state[k] - step[k] for k in state}
@@ -193,6 +194,41 @@ def test_peer_rebuilds_a_budget_4_history_bit_for_bit(holder: Keypair) -> None:
     state, manifest = syncer.sync(state0, 0)
     assert syncer.last_path == "patches" and syncer.last_fallback is None
     assert state_digest(state) == state_digest(publisher.latest_state)
+
+
+def test_peer_rebuilds_a_model_wide_fractional_budget_history_bit_for_bit(
+    holder: Keypair,
+) -> None:
+    """Budget 1.5 over the whole model (`sparse-global-rice`, 12 values per 256 on average,
+    wherever the step is largest), decay 0.5: the manifest names the codec, the peer follows."""
+    store = MemoryStore()
+    publisher = VersionPublisher(store, holder, RUN, checkpoint_every=10)
+    state0 = model_state(build_model("tiny", seed=0))
+    deltas = _history(publisher, 3, uploads=8, budget=1.5, scope="model", decay=0.5)
+    assert {(d.codec.name, d.codec.topk) for d in deltas} == {("sparse-global-rice", 12)}
+    shapes = {k: tuple(v.shape) for k, v in state0.items()}
+    budget = sum(ChunkLayout.of(s, CODEC.chunk).total_kept(12) for s in shapes.values())
+    for d in deltas:
+        assert build_compressor(d.codec).support(d.payload, shapes).size == budget
+    syncer = ModelSync(store, holder.ss58_address, RUN, max_bytes=MAX)
+    state, _ = syncer.sync(state0, 0)
+    assert syncer.last_path == "patches" and syncer.last_fallback is None
+    assert state_digest(state) == state_digest(publisher.latest_state)
+    with pytest.raises(ValueError, match="scope"):
+        delta_codec(CODEC, 1, "row")
+
+
+def test_the_holders_decay_forgets_that_share_of_what_a_delta_left_out() -> None:
+    """Known answer: with decay d the next delta starts from d times the residual."""
+    state = model_state(build_model("tiny", seed=0))
+    spars = Resparsifier(CODEC, decay=0.5)
+    step = _merged_step(state, 8, seed=0)
+    published, _ = spars.reduce(state, {k: state[k] - step[k] for k in state})
+    left = spars.state_dict()
+    again, _ = spars.reduce(published, published)
+    for name, residual in spars.state_dict().items():
+        applied = published[name] - again[name]
+        torch.testing.assert_close(residual + applied, 0.5 * left[name], rtol=0, atol=1e-6)
 
 
 def test_error_feedback_sends_what_a_delta_left_out() -> None:

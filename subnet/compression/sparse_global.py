@@ -1,0 +1,276 @@
+"""Model-wide top-k with Rice-coded indices and 2-bit values: a sparse broadcast's codec.
+
+SparseLoCo keeps the same number of values in every chunk, which suits a sender whose chunks
+all move (a pseudo-gradient). A merge of several uploads does not: most of its energy sits in a
+few tensors (on ``tiny``, 60 - 75 % in the token embedding's frequent rows), so a per-chunk budget
+spends much of itself on chunks that barely move. This codec keeps the largest-magnitude values
+of the *whole model* instead, as many in total as ``sparseloco-rice`` with the same ``topk`` and
+``chunk`` keeps (``sum(ChunkLayout.total_kept(topk))``), so a budget means the same number of
+values either way; each tensor holds however many of them are its own.
+
+Per tensor, in sorted name order, the kept positions are row-major flat indices, ascending, sent
+as gaps (``i_0``, then ``i_j - i_{j-1} - 1``) Rice-coded with one parameter per tensor
+(:mod:`subnet.compression.rice`); the values are SparseLoCo's 2-bit codes with one four-level
+codebook per tensor (:func:`~subnet.compression.sparseloco.quantize_2bit`). Parts:
+
+* ``n``           -- int32[T], values kept in each tensor (they sum to the budget);
+* ``rice::k``     -- uint8[T], each tensor's Rice parameter (0..``rice.MAX_K``);
+* ``rice::unary`` -- uint8, every gap's quotient in unary, one bitstream;
+* ``rice::rem``   -- uint8, the remainders, ``k`` bits per gap of each tensor, one bitstream;
+* ``val``         -- uint8, the 2-bit codes of every kept value, packed four to a byte;
+* ``cb``          -- float32[4 T], the per-tensor codebooks.
+
+Decoding gathers codebook levels and scatters them into zeros, so it is bit-exact everywhere
+(the sparse broadcast relies on that). A reader rejects counts that do not sum to the budget or
+exceed a tensor, streams whose lengths or padding do not match, indices past their tensor and
+non-finite codebooks, before anything is expanded.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from subnet.compression import rice
+from subnet.compression.base import (
+    Compressor,
+    CompressorInfo,
+    PartSpec,
+    Payload,
+    PayloadError,
+    RejectReason,
+    Shapes,
+    add_sparse,
+)
+from subnet.compression.chunking import ChunkLayout
+from subnet.compression.packing import pack_2bit, packed_2bit_len, unpack_2bit
+from subnet.compression.sparseloco import quantize_2bit
+from subnet.wire.reasons import Reason
+
+_PARTS: dict[str, torch.dtype] = {
+    "n": torch.int32,
+    "rice::k": torch.uint8,
+    "rice::unary": torch.uint8,
+    "rice::rem": torch.uint8,
+    "val": torch.uint8,
+    "cb": torch.float32,
+}
+
+
+@dataclass(frozen=True)
+class Kept:
+    """One tensor's decoded selection: ascending flat indices and their 2-bit codes."""
+
+    indices: np.ndarray  # int64 [n]
+    codes: torch.Tensor  # int64 [n]
+    codebook: torch.Tensor  # float32 [4]
+
+
+class SparseGlobalRiceCompressor(Compressor):
+    """The model's largest values (SparseLoCo's budget in total), Rice-coded, 2-bit values."""
+
+    def __init__(self, topk: int = 64, chunk: int = 64) -> None:
+        self.topk = topk
+        self.chunk = chunk
+        self.info = CompressorInfo(
+            "sparse-global-rice",
+            lossless=False,
+            summary=f"model-wide top-k ({topk} per {chunk}x{chunk} on average), 2-bit values, "
+            "Rice-coded indices",
+        )
+
+    # The per-tensor hooks of the base class do not apply: the selection is model-wide.
+    def encode_tensor(self, tensor: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Not used: see :meth:`encode`."""
+        raise NotImplementedError("sparse-global-rice encodes whole payloads")
+
+    def part_specs(self, shape: tuple[int, ...]) -> dict[str, PartSpec]:
+        """Not used: see :meth:`validate`."""
+        raise NotImplementedError("sparse-global-rice validates whole payloads")
+
+    def decode_tensor(
+        self, parts: Mapping[str, torch.Tensor], shape: tuple[int, ...]
+    ) -> torch.Tensor:
+        """Not used: see :meth:`decode`."""
+        raise NotImplementedError("sparse-global-rice decodes whole payloads")
+
+    def budget(self, shapes: Shapes) -> int:
+        """Values kept over the model: what ``sparseloco-rice`` keeps with the same settings."""
+        return sum(
+            ChunkLayout.of(tuple(s), self.chunk).total_kept(self.topk) for s in shapes.values()
+        )
+
+    def _threshold(self, tensors: Mapping[str, torch.Tensor], count: int) -> float:
+        """The ``count``-th largest magnitude over every tensor (``inf`` when ``count`` is 0)."""
+        if count == 0:
+            return math.inf
+        # The top `count` of each tensor holds the top `count` of the model: merge those only.
+        tops = [t.reshape(-1).abs().topk(min(count, t.numel())).values for t in tensors.values()]
+        return float(torch.cat(tops).topk(count).values[-1])
+
+    def encode(self, tensors: Mapping[str, torch.Tensor]) -> Payload:
+        """Keep the model's ``budget`` largest magnitudes; Rice-code gaps, 2-bit-code values."""
+        names = sorted(tensors)
+        flat = {n: tensors[n].detach().float().reshape(-1).cpu() for n in names}
+        count = self.budget({n: tuple(tensors[n].shape) for n in names})
+        threshold = self._threshold(flat, count)
+        # Strictly above the threshold everywhere, then ties in sorted name and index order, so
+        # exactly `count` values are kept whatever the ties.
+        above = {n: flat[n].abs() > threshold for n in names}
+        room = count - sum(int(a.sum()) for a in above.values())
+        counts, ks, unary, rem, codes, books = [], [], [], [], [], []
+        for n in names:
+            keep = above[n]
+            if room > 0:
+                ties = torch.nonzero(flat[n].abs() == threshold).reshape(-1)[:room]
+                keep = keep.clone()
+                keep[ties] = True
+                room -= ties.numel()
+            indices = torch.nonzero(keep).reshape(-1)
+            codebook, code = quantize_2bit(flat[n][indices])
+            gaps = np.diff(indices.numpy(), prepend=-1) - 1
+            k = rice.best_k(gaps)
+            counts.append(indices.numel())
+            ks.append(k)
+            unary.append(rice.unary_bits(gaps, k))
+            rem.append(rice.remainder_bits(gaps, k))
+            codes.append(code)
+            books.append(codebook)
+        cat = np.concatenate
+        return {
+            "n": torch.tensor(counts, dtype=torch.int32),
+            "rice::k": torch.tensor(ks, dtype=torch.uint8),
+            "rice::unary": torch.from_numpy(rice.pack(cat(unary) if unary else np.zeros(0, "u1"))),
+            "rice::rem": torch.from_numpy(rice.pack(cat(rem) if rem else np.zeros(0, "u1"))),
+            "val": pack_2bit(torch.cat(codes) if codes else torch.zeros(0, dtype=torch.int64)),
+            "cb": torch.cat(books) if books else torch.zeros(0),
+        }
+
+    def _check_parts(self, payload: Payload, names: list[str]) -> None:
+        for key, dtype in _PARTS.items():
+            if key not in payload:
+                raise PayloadError(Reason.MISSING_TENSOR, key)
+            if payload[key].dtype != dtype:
+                raise PayloadError(Reason.DTYPE_MISMATCH, key)
+            if payload[key].dim() != 1:
+                raise PayloadError(Reason.SHAPE_MISMATCH, key)
+        extra = set(payload) - set(_PARTS)
+        if extra:
+            raise PayloadError(Reason.UNEXPECTED_TENSOR, ", ".join(sorted(extra)))
+        for key, numel in (("n", len(names)), ("rice::k", len(names)), ("cb", 4 * len(names))):
+            if payload[key].numel() != numel:
+                raise PayloadError(Reason.SHAPE_MISMATCH, key)
+        if not bool(torch.isfinite(payload["cb"]).all()):
+            raise PayloadError(Reason.NON_FINITE, "cb")
+
+    def parse(self, payload: Payload, shapes: Shapes) -> dict[str, Kept]:
+        """Check every stream against ``shapes`` and decode the selection; raises PayloadError."""
+        names = sorted(shapes)
+        self._check_parts(payload, names)
+        sizes = [math.prod(shapes[n]) for n in names]
+        kept = [int(c) for c in payload["n"].tolist()]
+        if any(c < 0 or c > s for c, s in zip(kept, sizes, strict=True)):
+            raise PayloadError(Reason.INVALID_VALUE, "n: a count outside its tensor")
+        if sum(kept) != self.budget(shapes):
+            raise PayloadError(Reason.SHAPE_MISMATCH, "n: the counts do not sum to the budget")
+        if payload["val"].numel() != packed_2bit_len(sum(kept)):
+            raise PayloadError(Reason.SHAPE_MISMATCH, "val")
+        ks = payload["rice::k"].tolist()
+        if any(k > rice.MAX_K for k in ks):
+            raise PayloadError(Reason.INVALID_VALUE, "rice::k")
+        q, r = self._streams(payload, sizes, kept, ks)
+        codes = unpack_2bit(payload["val"], sum(kept))
+        books = payload["cb"].reshape(-1, 4)
+        out: dict[str, Kept] = {}
+        offset = 0
+        for i, name in enumerate(names):
+            n = kept[i]
+            indices = np.cumsum(((q[offset : offset + n] << ks[i]) | r[i]) + 1) - 1
+            if n and int(indices[-1]) >= sizes[i]:
+                raise PayloadError(Reason.INDEX_OUT_OF_RANGE, name)
+            out[name] = Kept(indices, codes[offset : offset + n], books[i])
+            offset += n
+        return out
+
+    def _streams(
+        self, payload: Payload, sizes: list[int], kept: list[int], ks: list[int]
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Quotients of every gap, and each tensor's remainders; raises PayloadError."""
+        # A tensor's gaps sum to at most (size - kept): the longest honest unary stream, checked
+        # before the stream is expanded.
+        longest = sum(n + ((s - n) >> k) for s, n, k in zip(sizes, kept, ks, strict=True))
+        unary = payload["rice::unary"].numpy()
+        if unary.size > (longest + 7) // 8:
+            raise PayloadError(Reason.SHAPE_MISMATCH, "rice::unary longer than any honest stream")
+        q = rice.quotients(unary, sum(kept))
+        if q is None:
+            raise PayloadError(
+                Reason.SHAPE_MISMATCH, "rice::unary does not hold one code per index"
+            )
+        nbits = sum(n * k for n, k in zip(kept, ks, strict=True))
+        rem = payload["rice::rem"].numpy()
+        if rem.size != (nbits + 7) // 8:
+            raise PayloadError(Reason.SHAPE_MISMATCH, "rice::rem")
+        bits = rice.unpack(rem, nbits)
+        if bits is None:
+            raise PayloadError(Reason.INVALID_VALUE, "rice::rem padding is not zero")
+        remainders, start = [], 0
+        for n, k in zip(kept, ks, strict=True):
+            remainders.append(rice.remainders(bits[start : start + n * k], k, n))
+            start += n * k
+        return q, remainders
+
+    def validate(self, payload: Payload, shapes: Shapes) -> RejectReason | None:
+        """Why ``payload`` is not a valid encoding for ``shapes``, or ``None``."""
+        try:
+            self.parse(payload, shapes)
+        except PayloadError as error:
+            return error.reason
+        return None
+
+    def decode(self, payload: Payload, shapes: Shapes) -> dict[str, torch.Tensor]:
+        """Validate, then scatter each tensor's codebook levels into place (fp32)."""
+        parsed = self.parse(payload, shapes)
+        out = {}
+        for name, shape in shapes.items():
+            sel = parsed[name]
+            flat = torch.zeros(math.prod(shape), dtype=torch.float32)
+            flat[torch.from_numpy(sel.indices)] = sel.codebook[sel.codes]
+            out[name] = flat.reshape(tuple(shape))
+        return out
+
+    def support(self, payload: Payload, shapes: Shapes) -> np.ndarray:
+        """Sorted global coordinates (tensors in sorted name order, row-major within each)."""
+        parsed = self.parse(payload, shapes)
+        parts, offset = [], 0
+        for name in sorted(shapes):
+            parts.append(offset + parsed[name].indices)
+            offset += math.prod(shapes[name])
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def norm(self, payload: Payload, shapes: Shapes) -> float:
+        """L2 norm of the decoded update, from the codebooks and codes alone."""
+        parsed = self.parse(payload, shapes)
+        return math.sqrt(
+            sum(float(s.codebook.double()[s.codes].pow(2).sum()) for s in parsed.values())
+        )
+
+    def add_into(
+        self,
+        payload: Payload,
+        shapes: Shapes,
+        num: dict[str, torch.Tensor],
+        den: dict[str, torch.Tensor] | None,
+        factor: float,
+        scale: float,
+    ) -> None:
+        """Add only the kept values into the sums (see :meth:`Compressor.add_into`)."""
+        parsed = self.parse(payload, shapes)
+        for name, shape in shapes.items():
+            sel = parsed[name]
+            flat = torch.from_numpy(sel.indices)
+            add_sparse(num, den, name, sel.codebook[sel.codes], flat, factor, scale, tuple(shape))
