@@ -29,7 +29,7 @@ non-finite codebooks, before anything is expanded.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -105,12 +105,30 @@ class SparseGlobalRiceCompressor(Compressor):
         )
 
     def _threshold(self, tensors: Mapping[str, torch.Tensor], count: int) -> float:
-        """The ``count``-th largest magnitude over every tensor (``inf`` when ``count`` is 0)."""
+        """The ``count``-th largest magnitude over every tensor (``inf`` when ``count`` is 0).
+
+        A radix select on the bit patterns of the magnitudes (for non-negative floats the int32
+        pattern orders as the value): a histogram of the high 16 bits over every tensor finds
+        the bucket, a second of the low 16 bits inside it the value. Memory stays one tensor's
+        worth, not the model's.
+        """
         if count == 0:
             return math.inf
-        # The top `count` of each tensor holds the top `count` of the model: merge those only.
-        tops = [t.reshape(-1).abs().topk(min(count, t.numel())).values for t in tensors.values()]
-        return float(torch.cat(tops).topk(count).values[-1])
+
+        def bits() -> Iterator[torch.Tensor]:
+            for t in tensors.values():
+                yield t.abs().reshape(-1).view(torch.int32)
+
+        high = sum(torch.bincount(b >> 16, minlength=1 << 16) for b in bits())
+        above = torch.flip(torch.cumsum(torch.flip(high, [0]), 0), [0])  # count >= each bucket
+        bucket = int(torch.nonzero(above >= count).reshape(-1)[-1])
+        need = count - (int(above[bucket + 1]) if bucket + 1 < above.numel() else 0)
+        low = sum(
+            torch.bincount(b[(b >> 16) == bucket] & 0xFFFF, minlength=1 << 16) for b in bits()
+        )
+        low_above = torch.flip(torch.cumsum(torch.flip(low, [0]), 0), [0])
+        value = int(torch.nonzero(low_above >= need).reshape(-1)[-1])
+        return float(torch.tensor([(bucket << 16) | value], dtype=torch.int32).view(torch.float32))
 
     def encode(self, tensors: Mapping[str, torch.Tensor]) -> Payload:
         """Keep the model's ``budget`` largest magnitudes; Rice-code gaps, 2-bit-code values."""
