@@ -132,6 +132,11 @@ class ProtocolConfig(_Strict):
     def _checkable(self) -> ProtocolConfig:
         # bf16 kernels differ between machines by far more than any check could tolerate
         # (docs/protocol.md): an honest bf16 miner would fail checks, so it is refused here.
+        if self.compression.name == "sparse-global-rice":
+            raise ValueError(
+                "compression.name sparse-global-rice codes sparse broadcast deltas, not uploads: "
+                "choose sparseloco-rice"
+            )
         if self.inner.bf16_autocast and self.scoring.checks > 0:
             raise ValueError(
                 "inner.bf16_autocast cannot be checked across machines: turn it off, or set "

@@ -61,6 +61,11 @@ def test_bf16_autocast_with_checks_on_is_one_config_error():
         parse_config(["--protocol.inner.bf16_autocast"], env={})
 
 
+def test_the_broadcast_codec_as_an_upload_codec_is_one_config_error():
+    with pytest.raises(ConfigError, match="codes sparse broadcast deltas, not uploads"):
+        parse_config(["--protocol.compression.name", "sparse-global-rice"], env={})
+
+
 def test_boolean_off_with_a_bucket():
     cfg = parse_config(["--storage.bucket", "abc", "--no-storage.credentials.anonymous"], env={})
     assert cfg.node.storage.credentials.anonymous is False
