@@ -74,6 +74,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     loss.add_argument("--inner-steps", type=int, default=PROTOCOL.inner.steps, help="H")
     loss.add_argument("--seeds", default="0,1,2", help="model init and data order seeds")
     loss.add_argument("--eval-batches", type=int, default=16, help="held-out batches")
+    loss.add_argument(
+        "--upload-support",
+        choices=("own", "leader"),
+        default="own",
+        help="own top-k per worker (SparseLoCo), or the round's leader's (ScaleCom; measurement)",
+    )
 
 
 def _loss_args(args: argparse.Namespace) -> argparse.Namespace:
@@ -88,6 +94,7 @@ def _loss_args(args: argparse.Namespace) -> argparse.Namespace:
         "seeds",
         "eval_batches",
         "budget",
+        "upload_support",
         "device",
         "threads",
     ):

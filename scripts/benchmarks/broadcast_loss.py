@@ -111,6 +111,7 @@ def run_loss(args: argparse.Namespace) -> dict:
         "inner_steps": args.inner_steps,
         "rounds": args.rounds,
         "seeds": seeds,
+        "upload_support": args.upload_support,
         **lanes,
         "target": "default broadcast: download <= 1x upload and loss <= 1.005x exact",
         "target_met": default["download_over_upload"] <= 1 and default["loss_over_exact"] <= 1.005,

@@ -45,6 +45,7 @@ from loguru import logger
 
 from benchmarks.common import REPO, ensure_dataset, envelope_bytes, environment, setup
 from benchmarks.convergence_verdict import verdict
+from benchmarks.leader_support import leader_round
 from benchmarks.tuning import Setting, tune
 from subnet.compression import CompressionConfig, ErrorFeedback, build_compressor, encode_patch
 from subnet.config import ProtocolConfig
@@ -148,6 +149,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="--protocol.broadcast_budget of the sparse broadcast")  # fmt: skip
     add("--broadcast-scope", choices=sorted(SCOPES), default="chunk", help="delta top-k per")
     add("--broadcast-decay", type=float, default=1.0, help="the holder's error-feedback decay")
+    add("--upload-support", choices=("own", "leader"), default="own", help="leader: ScaleCom")
     add(
         "--keep-optimizer",
         action="store_true",
@@ -284,8 +286,11 @@ def _local_sgd(
     up = down = 0
     for rnd in range(args.rounds):
         start = snapshot(model)
-        decoded, sent = worker_round(workers, optimizers, feedback, streams, start, rnd, inner,
-                                     compressor)  # fmt: skip
+        if args.upload_support == "leader":  # measurement only: benchmarks/leader_support.py
+            decoded, sent = leader_round(workers, feedback, streams, start, rnd, inner, compressor)
+        else:
+            decoded, sent = worker_round(workers, optimizers, feedback, streams, start, rnd, inner,
+                                         compressor)  # fmt: skip
         up += sent
         outer.step(params, aggregate(decoded, None, method.aggregation))
         published, sent = publish_version(start, snapshot(model), spars)
