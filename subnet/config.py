@@ -98,8 +98,9 @@ class ProtocolConfig(_Strict):
     checkpoint_every: int = Field(5, ge=1, description="full checkpoint every K model versions")
     # Sparse for sparse codecs (auto): the holder publishes the merged step re-sparsified to
     # broadcast_budget x the upload's top-k; at 4 it cost 0.34 % held-out loss against the exact
-    # merge after 20 rounds of 4 workers, for a download of 2.9 uploads where the lossless patch
-    # was 11.5 (docs/benchmarks.md, "Sparse broadcast"). Dense codecs keep the lossless patch.
+    # merge after 20 rounds of 4 workers at H = 5 (0.64 % after 10 rounds at H = 30), for a
+    # download of 2.6 - 2.9 uploads where the lossless patch was 10.7 - 11.5; budget 1 (1x) cost
+    # 4.1 % (7.8 %) (docs/benchmarks.md, "broadcast"). Dense codecs keep the lossless patch.
     broadcast: Literal["auto", "patch", "sparse"] = Field(
         "auto",
         description="how versions are published: lossless patch, or the re-sparsified step "
