@@ -289,8 +289,8 @@ def _local_sgd(
         if args.upload_support == "leader":  # measurement only: benchmarks/leader_support.py
             decoded, sent = leader_round(workers, feedback, streams, start, rnd, inner, compressor)
         else:
-            decoded, sent = worker_round(workers, optimizers, feedback, streams, start, rnd, inner,
-                                         compressor)  # fmt: skip
+            work = (workers, optimizers, feedback, streams, start, rnd, inner, compressor)
+            decoded, sent = worker_round(*work)
         up += sent
         outer.step(params, aggregate(decoded, None, method.aggregation))
         published, sent = publish_version(start, snapshot(model), spars)
