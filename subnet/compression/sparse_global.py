@@ -49,6 +49,7 @@ from subnet.compression.base import (
 from subnet.compression.chunking import ChunkLayout
 from subnet.compression.packing import pack_2bit, packed_2bit_len, unpack_2bit
 from subnet.compression.sparseloco import quantize_2bit
+from subnet.compression.sparseloco_rice import rice_streams
 from subnet.wire.reasons import Reason
 
 _PARTS: dict[str, torch.dtype] = {
@@ -200,7 +201,7 @@ class SparseGlobalRiceCompressor(Compressor):
         ks = payload["rice::k"].tolist()
         if any(k > rice.MAX_K for k in ks):
             raise PayloadError(Reason.INVALID_VALUE, "rice::k")
-        q, r = self._streams(payload, sizes, kept, ks)
+        q, r = rice_streams(payload, sizes, kept, ks)
         codes = unpack_2bit(payload["val"], sum(kept))
         books = payload["cb"].reshape(-1, 4)
         out: dict[str, Kept] = {}
@@ -213,34 +214,6 @@ class SparseGlobalRiceCompressor(Compressor):
             out[name] = Kept(indices, codes[offset : offset + n], books[i])
             offset += n
         return out
-
-    def _streams(
-        self, payload: Payload, sizes: list[int], kept: list[int], ks: list[int]
-    ) -> tuple[np.ndarray, list[np.ndarray]]:
-        """Quotients of every gap, and each tensor's remainders; raises PayloadError."""
-        # A tensor's gaps sum to at most (size - kept): the longest honest unary stream, checked
-        # before the stream is expanded.
-        longest = sum(n + ((s - n) >> k) for s, n, k in zip(sizes, kept, ks, strict=True))
-        unary = payload["rice::unary"].numpy()
-        if unary.size > (longest + 7) // 8:
-            raise PayloadError(Reason.SHAPE_MISMATCH, "rice::unary longer than any honest stream")
-        q = rice.quotients(unary, sum(kept))
-        if q is None:
-            raise PayloadError(
-                Reason.SHAPE_MISMATCH, "rice::unary does not hold one code per index"
-            )
-        nbits = sum(n * k for n, k in zip(kept, ks, strict=True))
-        rem = payload["rice::rem"].numpy()
-        if rem.size != (nbits + 7) // 8:
-            raise PayloadError(Reason.SHAPE_MISMATCH, "rice::rem")
-        bits = rice.unpack(rem, nbits)
-        if bits is None:
-            raise PayloadError(Reason.INVALID_VALUE, "rice::rem padding is not zero")
-        remainders, start = [], 0
-        for n, k in zip(kept, ks, strict=True):
-            remainders.append(rice.remainders(bits[start : start + n * k], k, n))
-            start += n * k
-        return q, remainders
 
     def validate(self, payload: Payload, shapes: Shapes) -> RejectReason | None:
         """Why ``payload`` is not a valid encoding for ``shapes``, or ``None``."""

@@ -169,7 +169,7 @@ class SparseLoCoRiceCompressor(Compressor):
         ks = payload["rice::k"].tolist()
         if any(k > rice.MAX_K for k in ks):
             raise PayloadError(Reason.INVALID_VALUE, "rice::k")
-        q, r = self._streams(payload, names, shapes, kept, ks)
+        q, r = rice_streams(payload, [math.prod(shapes[n]) for n in names], kept, ks)
         codes = unpack_2bit(payload["val"], total)
         books = payload["cb"].reshape(-1, 4)
         out: dict[str, Sparse] = {}
@@ -183,37 +183,6 @@ class SparseLoCoRiceCompressor(Compressor):
             out[name] = Sparse(indices, codes[offset : offset + n], books[i])
             offset += n
         return out
-
-    def _streams(
-        self, payload: Payload, names: list[str], shapes: Shapes, kept: list[int], ks: list[int]
-    ) -> tuple[np.ndarray, list[np.ndarray]]:
-        """Quotients of every gap, and each tensor's remainders; raises PayloadError."""
-        # The longest honest unary stream: every gap's quotient is at most gap >> k, and a
-        # tensor's gaps sum to at most (numel - kept). Checked before the stream is expanded.
-        longest = sum(
-            n + ((math.prod(shapes[name]) - n) >> k)
-            for name, n, k in zip(names, kept, ks, strict=True)
-        )
-        unary = payload["rice::unary"].numpy()
-        if unary.size > (longest + 7) // 8:
-            raise PayloadError(Reason.SHAPE_MISMATCH, "rice::unary longer than any honest stream")
-        q = rice.quotients(unary, sum(kept))
-        if q is None:
-            raise PayloadError(
-                Reason.SHAPE_MISMATCH, "rice::unary does not hold one code per index"
-            )
-        nbits = sum(n * k for n, k in zip(kept, ks, strict=True))
-        rem = payload["rice::rem"].numpy()
-        if rem.size != (nbits + 7) // 8:
-            raise PayloadError(Reason.SHAPE_MISMATCH, "rice::rem")
-        bits = rice.unpack(rem, nbits)
-        if bits is None:
-            raise PayloadError(Reason.INVALID_VALUE, "rice::rem padding is not zero")
-        remainders, start = [], 0
-        for n, k in zip(kept, ks, strict=True):
-            remainders.append(rice.remainders(bits[start : start + n * k], k, n))
-            start += n * k
-        return q, remainders
 
     def validate(self, payload: Payload, shapes: Shapes) -> RejectReason | None:
         """Why ``payload`` is not a valid encoding for ``shapes``, or ``None``."""
@@ -279,3 +248,32 @@ def _coordinates(
         parts.append(offset + chunk * layout.size + idx)
         offset += math.prod(shapes[name])
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def rice_streams(
+    payload: Payload, sizes: list[int], kept: list[int], ks: list[int]
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The quotients of every gap and each tensor's remainders, from a payload's ``rice::unary``
+    and ``rice::rem`` streams (tensors of ``sizes`` values, ``kept`` indices each, Rice
+    parameters ``ks``); raises PayloadError. Shared by every Rice-coded sparse codec."""
+    # The longest honest unary stream: every gap's quotient is at most gap >> k, and a tensor's
+    # gaps sum to at most (size - kept). Checked before the stream is expanded.
+    longest = sum(n + ((size - n) >> k) for size, n, k in zip(sizes, kept, ks, strict=True))
+    unary = payload["rice::unary"].numpy()
+    if unary.size > (longest + 7) // 8:
+        raise PayloadError(Reason.SHAPE_MISMATCH, "rice::unary longer than any honest stream")
+    q = rice.quotients(unary, sum(kept))
+    if q is None:
+        raise PayloadError(Reason.SHAPE_MISMATCH, "rice::unary does not hold one code per index")
+    nbits = sum(n * k for n, k in zip(kept, ks, strict=True))
+    rem = payload["rice::rem"].numpy()
+    if rem.size != (nbits + 7) // 8:
+        raise PayloadError(Reason.SHAPE_MISMATCH, "rice::rem")
+    bits = rice.unpack(rem, nbits)
+    if bits is None:
+        raise PayloadError(Reason.INVALID_VALUE, "rice::rem padding is not zero")
+    remainders, start = [], 0
+    for n, k in zip(kept, ks, strict=True):
+        remainders.append(rice.remainders(bits[start : start + n * k], k, n))
+        start += n * k
+    return q, remainders

@@ -82,13 +82,14 @@ def test_an_index_past_its_tensor_is_rejected() -> None:
 def _recode_last_gap(compressor, tensors: dict[str, torch.Tensor], bump: int) -> dict:
     """An encoding of `tensors` whose last gap (norm.weight's only index) is `bump` too large."""
     from subnet.compression import rice
+    from subnet.compression.sparseloco_rice import rice_streams
 
     payload = compressor.encode(tensors)
     ks = payload["rice::k"].tolist()
     counts = payload["n"].tolist()
     shapes = {n: SHAPES[n] for n in sorted(SHAPES)}
     sizes = [math.prod(s) for s in shapes.values()]
-    q, r = compressor._streams(payload, sizes, counts, ks)
+    q, r = rice_streams(payload, sizes, counts, ks)
     gaps, offset = [], 0
     for i, c in enumerate(counts):
         gaps.append((q[offset : offset + c] << ks[i]) | r[i])
