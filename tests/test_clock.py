@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from loguru import logger
 
 from subnet.clock import BlockClock, ManualClock, TimeClock, WindowClock
+from subnet.clock.block import drand_round_after
 from subnet.config import WindowConfig
 
 
@@ -115,3 +117,58 @@ def test_block_clock_follows_the_head_only():
     chain = Chain()
     clock = BlockClock(chain)
     assert clock.now() == 41 and list(clock.ticks()) == [42, 45] and chain.calls == [True]
+
+
+class _Beacons:
+    """A chain's reads a block clock's beacon makes (pure logic; the real chain is in
+    ``tests/chain/test_chain_simnet_flow.py``)."""
+
+    def __init__(self, schedule=(1000, 3), stored=10):
+        self.schedule, self.stored, self.reads = schedule, stored, 0
+
+    def block(self):
+        return 50
+
+    def block_hash(self, block):
+        return f"0xhash{block}"
+
+    def block_timestamp(self, block):
+        return 1000 + 12 * block + 0.5  # round r is out at 1000 + 3 (r - 1)
+
+    def drand_schedule(self):
+        return self.schedule
+
+    def drand_randomness(self, number):
+        self.reads += 1
+        return f"{number:04x}" if number <= self.stored else None
+
+
+def test_drand_round_after_is_the_first_round_out_after_the_block():
+    assert drand_round_after(1000.0, 1000, 3) == 2  # round 1 is out at 1000 itself
+    assert drand_round_after(1002.9, 1000, 3) == 2
+    assert drand_round_after(1003.0, 1000, 3) == 3
+    assert drand_round_after(10.0, 1000, 3) == 1  # before drand's genesis
+
+
+def test_block_clock_beacon_is_the_drand_pulse_after_the_block_once_stored():
+    chain = _Beacons(stored=10)
+    clock = BlockClock(chain)
+    # block 2 was made at 1024.5: round 10 (out at 1027) is the first after it
+    assert clock.beacon(2) == "drand-10-000a"
+    assert clock.beacon(3) is None  # round 14 not stored yet: no beacon, asked again later
+    chain.stored = 14
+    assert clock.beacon(3) == "drand-14-000e"
+    reads = chain.reads
+    assert clock.beacon(2) == "drand-10-000a" and chain.reads == reads  # kept, never re-read
+    assert clock.beacon(51) is None  # a block not made yet
+
+
+def test_block_clock_beacon_falls_back_to_the_block_hash_without_drand():
+    clock = BlockClock(_Beacons(schedule=None))
+    lines: list[str] = []
+    sink = logger.add(lines.append, level="WARNING")
+    try:
+        assert clock.beacon(7) == "0xhash7" and clock.beacon(8) == "0xhash8"
+    finally:
+        logger.remove(sink)
+    assert sum("stores no drand pulses" in line for line in lines) == 1

@@ -74,6 +74,24 @@ class ChainClient:
         value = self.subtensor._call(self.subtensor._client._block_hash(int(block)))
         return None if value is None else str(value)
 
+    def block_timestamp(self, block: int) -> float | None:
+        """When ``block`` was made (its ``Timestamp.Now``), in seconds; None when unknown."""
+        value = self.subtensor.query(bt.storage.Timestamp.Now, block=int(block))
+        return None if value is None else int(value) / 1000
+
+    def drand_schedule(self) -> tuple[int, int] | None:
+        """The drand beacon whose pulses the chain stores, as ``(genesis_time, period)`` in
+        seconds; None when the chain stores none (no ``Drand`` pallet, or no pulse yet)."""
+        config = self.subtensor.query(bt.storage.Drand.BeaconConfig)
+        if not config or not self.subtensor.query(bt.storage.Drand.LastStoredRound):
+            return None
+        return int(config["genesis_time"]), int(config["period"])
+
+    def drand_randomness(self, number: int) -> str | None:
+        """Drand round ``number``'s randomness as hex, once the chain stores its pulse."""
+        pulse = self.subtensor.query(bt.storage.Drand.Pulses, [int(number)])
+        return None if not pulse else _hex(pulse["randomness"])
+
     def metagraph(self) -> bt.Metagraph:
         """The subnet's metagraph with commitments; ChainSetupError if the subnet is absent."""
         graph = self.subtensor.subnets.metagraph(self.netuid)
@@ -208,3 +226,10 @@ class ChainClient:
                 raise TimeoutError(f"chain did not reach block {target} in {timeout}s")
             time.sleep(poll)
         return head
+
+
+def _hex(value: object) -> str:
+    """Bytes as the SDK may decode them (hex text, bytes, or a list of ints) as bare hex."""
+    if isinstance(value, str):
+        return value.removeprefix("0x").lower()
+    return bytes(value).hex()  # type: ignore[arg-type]

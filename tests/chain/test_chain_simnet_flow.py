@@ -6,6 +6,8 @@ set weights, run an epoch, and finally check that simnet answered every read the
 
 from __future__ import annotations
 
+import time
+
 import bittensor as bt
 import pytest
 
@@ -156,26 +158,41 @@ def test_following_blocks(simnet, subnet3):
     assert subnet3.wait_for_block(start + 3) >= start + 3
 
 
-def test_every_sdk_read_was_answered(simnet):
-    """An SDK upgrade that starts reading something simnet does not serve must fail here."""
-    assert simnet.admin("admin_stats")["unanswered"] == {}
-
-
-def test_block_hashes_are_known_only_once_made_and_differ_between_chains(simnet, subnet3, tmp_path):
-    """The check beacon: a made block's hash is stable; a future one is refused; another chain
-    (another secret) hashes the same number differently, so nobody can work one out ahead."""
+def test_the_check_beacon_is_a_drand_pulse_out_after_the_block(simnet, subnet3, tmp_path):
+    """The check beacon: the chain's drand pulse of the first round out after the block was
+    made, stored once drand's time for it comes; stable once out; another chain (another secret)
+    has other pulses, so nobody can work one out ahead. Block hashes stay what they were."""
     from subnet.chain.simnet.chain import SimChain, block_number_of
+    from subnet.chain.simnet.drand import randomness
     from subnet.chain.simnet.state import ChainState
     from subnet.clock import BlockClock
+    from subnet.clock.block import drand_round_after
 
+    simnet.step(1)
     head = subnet3.block()
     made = subnet3.block_hash(head)
     assert block_number_of(made) == head and subnet3.block_hash(head) == made
+    schedule = subnet3.drand_schedule()
+    assert schedule is not None
+    number = drand_round_after(subnet3.block_timestamp(head), *schedule)
+    assert schedule[0] + (number - 1) * schedule[1] > subnet3.block_timestamp(head)
     clock = BlockClock(subnet3)
-    assert clock.beacon(head) == made and clock.beacon(head + 5) is None
+    assert clock.beacon(head + 5) is None
+    deadline = time.monotonic() + 30 * schedule[1]  # the round is out within one period
+    while (value := clock.beacon(head)) is None:
+        assert time.monotonic() < deadline, f"round {number} never stored"
+        time.sleep(0.05)
+    assert value == f"drand-{number}-{subnet3.drand_randomness(number)}"
+    assert BlockClock(subnet3).beacon(head) == value  # every neuron draws the same
     other = SimChain(ChainState(str(tmp_path / "other.db")))
+    assert randomness(other.entropy, number) != value.split("-")[-1]
     for _ in range(head):
         other.step()
     assert other.block_hash(head) != made
     with pytest.raises(ValueError, match="not made yet"):
         other.block_hash(head + 1)
+
+
+def test_every_sdk_read_was_answered(simnet):
+    """An SDK upgrade that starts reading something simnet does not serve must fail here."""
+    assert simnet.admin("admin_stats")["unanswered"] == {}

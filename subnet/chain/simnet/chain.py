@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+import time
 from collections import Counter
 from dataclasses import asdict
 from typing import Any
@@ -17,8 +18,11 @@ import bittensor_core as core
 from loguru import logger
 
 from . import calls, reads
+from .drand import Beacon
 from .epoch import run_epoch, validator_permits
 from .state import U16_MAX, ChainState, Hyperparams, Subnet
+
+TIMES_KEPT = 4096  # blocks whose timestamp simnet answers (a node keeps recent states only)
 
 
 def signing_payload(genesis: str, call: dict[str, Any], signer: str, nonce: int) -> bytes:
@@ -52,6 +56,10 @@ class SimChain:
         if state.get_kv("entropy") is None:
             state.set_kv("entropy", secrets.token_hex(32))
         self.entropy = str(state.get_kv("entropy"))
+        if state.get_kv("drand_genesis") is None:
+            state.set_kv("drand_genesis", str(int(time.time())))
+            state.set_kv(f"time:{state.block}", str(_now_ms()))
+        self.drand = Beacon(self.entropy, int(str(state.get_kv("drand_genesis"))))
         self.unanswered: Counter[str] = Counter()
 
     def set_block_time(self, seconds: float) -> float:
@@ -72,8 +80,25 @@ class SimChain:
             raise ValueError(f"block {number} is not made yet (head {self.state.block})")
         return block_hash(self.genesis, number, self.entropy)
 
-    def read(self, kind: str, module: str, name: str, params: list | None) -> Any:
-        """Answer one SDK read; unknown keys are counted and answered with None / []."""
+    def timestamp(self, number: int | None = None) -> int | None:
+        """``Timestamp.Now`` at block ``number`` (default: the head), in milliseconds; None for a
+        block not made yet or older than the last :data:`TIMES_KEPT`."""
+        value = self.state.get_kv(f"time:{self.state.block if number is None else int(number)}")
+        return None if value is None else int(value)
+
+    def read(
+        self, kind: str, module: str, name: str, params: list | None, block: int | None = None
+    ) -> Any:
+        """Answer one SDK read (at the head; ``block`` matters only for ``Timestamp.Now``, the
+        one item simnet keeps per block); unknown keys are counted and answered with None / []."""
+        if kind == "query" and (module, name) == ("Timestamp", "Now"):
+            return self.timestamp(block)
+        if (
+            kind == "query"
+            and module == "Drand"
+            and name in ("BeaconConfig", "LastStoredRound", "Pulses")
+        ):
+            return self.drand.read(name, list(params or []))
         table = {"query": reads.STORAGE, "query_map": reads.STORAGE_MAPS, "runtime": reads.RUNTIME}
         if kind == "constant":
             if (module, name) in reads.CONSTANTS:
@@ -132,6 +157,8 @@ class SimChain:
             with self.state.lock:
                 block = self.state.block + 1
                 self.state.set_block(block)
+                self.state.set_kv(f"time:{block}", str(_now_ms()))
+                self.state.drop_kv(f"time:{block - TIMES_KEPT}")
                 for netuid in self.state.netuids():
                     subnet = self.state.subnet(netuid)
                     if block - subnet.last_epoch >= subnet.hparams.tempo:
@@ -216,6 +243,10 @@ class SimChain:
                 n.permit = permits[n.uid]
                 self.state.put_neuron(n)
             return permits
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _u16(x: float) -> int:

@@ -25,7 +25,7 @@ MAX_REQUEST_BYTES = 4 * 1024 * 1024
 
 def _dispatch(chain: SimChain, method: str, p: dict[str, Any]) -> Any:
     if method in ("query", "query_map", "runtime", "constant"):
-        return chain.read(method, p["module"], p["name"], p.get("params"))
+        return chain.read(method, p["module"], p["name"], p.get("params"), p.get("block"))
     if method == "info":
         block = chain.state.block
         return {

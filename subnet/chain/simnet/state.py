@@ -148,6 +148,10 @@ class ChainState:
         """Store a raw value in the kv table."""
         self._exec("INSERT OR REPLACE INTO kv VALUES (?, ?)", (key, value))
 
+    def drop_kv(self, key: str) -> None:
+        """Remove a value from the kv table (absent: nothing happens)."""
+        self._exec("DELETE FROM kv WHERE key=?", (key,))
+
     @property
     def block(self) -> int:
         """The current block number."""

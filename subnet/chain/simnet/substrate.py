@@ -117,8 +117,11 @@ class SimSubstrate:
         return {"header": {"number": block_number}, "extrinsics": []}
 
     async def query(self, module: str, storage_function: str, params=None, block_hash=None):
-        """One storage item (simnet keeps only the head state; ``block_hash`` is ignored)."""
-        return await self._call("query", module=module, name=storage_function, params=params)
+        """One storage item. simnet keeps only the head state, and block timestamps: the block
+        of ``block_hash`` is passed on, and only ``Timestamp.Now`` answers by it."""
+        block = None if block_hash is None else block_number_of(block_hash)
+        call = self._call("query", module=module, name=storage_function, params=params, block=block)
+        return await call
 
     async def map_has_entries(self, module, storage_function, params, block_hash=None) -> bool:
         """Whether a storage map has any entry under ``params``."""
