@@ -42,9 +42,9 @@ def chunk_map(rt: Runtime, shapes: dict[str, tuple[int, ...]]) -> ChunkMap:
 
 
 def beacon(rt: Runtime, window: int) -> str | None:
-    """The window's beacon: the block hash of its guard tick (``upload_deadline + 1``), which
-    nobody knew while commits could still be written; None without a chain clock, or when the
-    chain does not answer."""
+    """The window's beacon: the drand pulse after its guard tick (``upload_deadline + 1``),
+    which nobody knew while commits could still be written (``BlockClock.beacon``); None
+    without a chain clock, before the pulse is stored, or when the chain does not answer."""
     if rt.beacon is None:
         return None
     try:

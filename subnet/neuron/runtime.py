@@ -30,7 +30,7 @@ from ..weights import NoWeights, WeightSink
 from ..wire import Signer
 from .lanes import Inbox, Outbox
 
-# A tick's hash that nobody could know before the tick (a chain's block hash): the draw of checks.
+# A value nobody could know before the tick (the chain's drand pulse after it): the draw of checks.
 Beacon = Callable[[int], str | None]
 
 

@@ -40,7 +40,7 @@ class Seams:
     membership: Membership
     weights: WeightSink
     plan: RunPlan
-    beacon: Beacon | None = None  # a tick's hash nobody knew before it (a chain's block hash)
+    beacon: Beacon | None = None  # a value nobody knew before the tick (a drand pulse)
     tick_seconds: float | None = None  # nominal seconds of a tick, when ticks are time
     labels: Mapping[str, str | int] = field(default_factory=dict)  # where it runs (W&B config)
 

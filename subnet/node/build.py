@@ -3,7 +3,7 @@
 ``build_runtime`` opens the wallet, the chain, this node's bucket; joins the subnet's membership
 (commits how peers read our bucket); compiles the run plan from the subnet template with the
 chain's roster; and hands the one runtime builder both modes share (``subnet.neuron.seams``)
-these seams: a block clock (its block hashes the beacon), the chain membership, chain weights.
+these seams: a block clock (the chain's drand pulses the beacon), the chain membership, chain weights.
 A misconfiguration surfaces here as one clear line: a missing wallet or bucket, an unreachable
 chain, an unregistered hotkey, a bucket that does not answer, a plan that cannot run.
 """
@@ -71,7 +71,7 @@ def _with_chain(cfg: BeamConfig, role: str, wallet, chain: ChainClient) -> Runti
         membership=membership,
         weights=ChainWeights(chain, wallet),
         plan=plan,
-        beacon=clock.beacon,  # a block's hash: the draw of the checks of training
+        beacon=clock.beacon,  # a drand pulse: the draw of the checks of training
         tick_seconds=NOMINAL_BLOCK_S,  # blocks are time: measured, nominally 12 s
         labels={"netuid": node.netuid},
     )

@@ -1,7 +1,7 @@
 """What a window's beacon decides: which chunks a check reads, and whom each validator checks.
 
-The beacon is a value nobody knew while commits could still be written (the chain's block hash
-at the guard tick after the upload deadline), so a miner cannot train honestly on exactly the
+The beacon is a value nobody knew while commits could still be written (the chain's drand
+pulse of the first round out after the guard tick that follows the upload deadline), so a miner cannot train honestly on exactly the
 chunks that will be read, nor know at commit time whether its upload will be checked.
 
 **Chunks.** Half of the draws pick a tensor uniformly and then one of its chunks, half pick a
