@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import re
@@ -17,6 +18,7 @@ from bittensor.sp_core import Keypair
 
 from subnet.data import sample_receipt
 from subnet.storage.keys import ObjectKind
+from subnet.training import InnerConfig
 from subnet.wire import encode_envelope
 
 REPO = Path(__file__).resolve().parents[2]
@@ -150,3 +152,28 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def add_inner_flag(parser: argparse.ArgumentParser) -> None:
+    """``--inner KEY=VALUE`` (repeatable): an inner setting other than the protocol's."""
+    parser.add_argument(
+        "--inner",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="another inner setting (e.g. moment_floor=0.1, lr=2e-3, eps=1e-6); repeatable",
+    )
+
+
+def with_inner(inner: InnerConfig, items: list[str]) -> InnerConfig:
+    """``inner`` with each ``KEY=VALUE`` of a benchmark's ``--inner`` flags applied (validated as
+    in a protocol file); ``SystemExit`` with one ``error:`` line for an unknown key."""
+    values = inner.model_dump()
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or key not in values:
+            raise SystemExit(
+                f"error: --inner {item!r}: expected KEY=VALUE with KEY one of {sorted(values)}"
+            )
+        values[key] = value
+    return type(inner).model_validate(values)

@@ -48,7 +48,15 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.common import REPO, SIGNER, ensure_dataset, environment, setup
+from benchmarks.common import (
+    REPO,
+    SIGNER,
+    add_inner_flag,
+    ensure_dataset,
+    environment,
+    setup,
+    with_inner,
+)
 from benchmarks.verify_paths import PATHS, bases_on_disk, run_path
 from subnet.compression import ErrorFeedback, build_compressor
 from subnet.config import ConfigError, ProtocolConfig
@@ -85,29 +93,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--paths", default=",".join(PATHS), help="comma-separated kernel paths")
     parser.add_argument("--inner-steps", type=int, default=None, help="H (default: protocol)")
-    parser.add_argument(
-        "--inner",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="another inner setting (e.g. moment_init=100, lr=2e-3, eps=1e-6); repeatable",
-    )
+    add_inner_flag(parser)
 
 
 def _protocol(args: argparse.Namespace) -> ProtocolConfig:
     """The protocol's defaults with the inner settings the flags give (validated as in a file)."""
     p = ProtocolConfig()
-    inner = p.inner.model_dump()
-    if args.inner_steps is not None:
-        inner["steps"] = args.inner_steps
-    for item in args.inner:
-        key, sep, value = item.partition("=")
-        if not sep or key not in inner:
-            raise SystemExit(
-                f"error: --inner {item!r}: expected KEY=VALUE with KEY one of {sorted(inner)}"
-            )
-        inner[key] = value
-    return p.model_copy(update={"inner": type(p.inner).model_validate(inner)})
+    steps = [] if args.inner_steps is None else [f"steps={args.inner_steps}"]
+    return p.model_copy(update={"inner": with_inner(p.inner, [*steps, *args.inner])})
 
 
 # -- costs --------------------------------------------------------------------------------

@@ -38,6 +38,15 @@ class InnerConfig(BaseModel):
             "function of public inputs alone (0: AdamW's own zero start)"
         ),
     )
+    moment_floor: float = Field(
+        0.0,
+        ge=0,
+        description=(
+            "the warm start's second moment is at least this multiple of its tensor's mean: "
+            "damps the first steps of coordinates whose first gradient is near zero, which "
+            "otherwise move by about lr and make a window chaotic (0: no floor)"
+        ),
+    )
     steps: int = Field(30, ge=1, description="H: optimizer steps per round")
     min_steps: int = Field(
         10,

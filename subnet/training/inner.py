@@ -47,9 +47,10 @@ def build_inner_optimizer(model: nn.Module, cfg: InnerConfig) -> torch.optim.Ada
 
 
 @torch.no_grad()
-def warm_start(optimizer: torch.optim.Optimizer, factor: float) -> None:
+def warm_start(optimizer: torch.optim.Optimizer, factor: float, floor: float = 0.0) -> None:
     """Set a fresh AdamW's state before its first step: first moment zero, second moment
-    ``factor * grad**2`` (the gradients just computed), step count zero.
+    ``factor * grad**2`` (the gradients just computed), raised to at least ``floor`` times its
+    tensor's mean where ``floor > 0``, step count zero.
 
     A no-op for an optimizer that already holds state (one kept across rounds), for one that is
     not Adam(W), or for ``factor == 0``. Deterministic in the gradients, so a replay of the same
@@ -62,10 +63,13 @@ def warm_start(optimizer: torch.optim.Optimizer, factor: float) -> None:
         for p in group["params"]:
             if p.grad is None:
                 continue
+            second = p.grad.detach().float().pow(2).mul_(factor)
+            if floor > 0:
+                second = torch.maximum(second, second.mean() * floor)
             optimizer.state[p] = {
                 "step": torch.tensor(0.0, dtype=torch.float32),
                 "exp_avg": torch.zeros_like(p, memory_format=torch.preserve_format),
-                "exp_avg_sq": p.grad.detach().float().pow(2).mul_(factor).to(p.dtype),
+                "exp_avg_sq": second.to(p.dtype),
             }
 
 
@@ -107,7 +111,7 @@ def train_inner(
         if cfg.grad_clip > 0:
             nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         if steps == 0:
-            warm_start(optimizer, cfg.moment_init)
+            warm_start(optimizer, cfg.moment_init, cfg.moment_floor)
         optimizer.step()
         steps += 1
     mean_loss = loss_sum.item() / (steps * cfg.accumulation) if steps else math.nan

@@ -17,6 +17,7 @@ from subnet.training import (
     snapshot,
     train_inner,
 )
+from subnet.training.inner import warm_start
 
 
 class Bigram(nn.Module):
@@ -171,3 +172,12 @@ def test_the_warm_start_damps_the_first_steps_and_leaves_a_kept_state_alone() ->
     train_inner(model, _batches(1, seed=1), cfg.model_copy(update={"moment_init": 1e6}), opt)
     for p, s in opt.state.items():  # a kept state is continued, never warm-started again
         assert float(s["exp_avg_sq"].max()) < 10 * float(kept[id(p)].max()) + 1e-3
+
+
+def test_the_warm_start_floor_raises_only_the_coordinates_below_it() -> None:
+    weight = torch.nn.Parameter(torch.zeros(4))
+    weight.grad = torch.tensor([1.0, 0.0, 1e-4, 2.0])
+    for floor, expected in ((0.0, [10.0, 0.0, 1e-7, 40.0]), (0.1, [10.0, 1.25, 1.25, 40.0])):
+        opt = torch.optim.AdamW([weight], lr=1e-3)
+        warm_start(opt, 10.0, floor)  # mean of 10 g^2 is 12.5; a tenth of it is 1.25
+        torch.testing.assert_close(opt.state[weight]["exp_avg_sq"], torch.tensor(expected))
