@@ -17,8 +17,10 @@ from enum import Enum
 # Bump on any incompatible change to keys or the wire (2: lanes, 3: deltas, 4: commit-reveal and
 # score reports that name the payload each score is for, 5: audits of training, 6: the plan
 # digest in the signed header, every kind's metadata parsed by its schema, and checks of
-# training: error-feedback roots in every gradient, kinds ``checks`` and ``check-answer``).
-PROTOCOL_VERSION = 6
+# training: error-feedback roots in every gradient, kinds ``checks`` and ``check-answer``; 7: the
+# checks draw from the chain's drand pulse, not the block hash, so a v6 validator and a v7 miner
+# would read different chunks).
+PROTOCOL_VERSION = 7
 ROOT = "beam"
 _WINDOW_DIGITS = 12
 _RUN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")

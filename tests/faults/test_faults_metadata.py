@@ -466,15 +466,15 @@ def test_accepted_check_notices_name_hotkeys_and_finite_errors() -> None:
 @pytest.mark.parametrize(
     "key",
     [
-        "beam/v6/run/grads/gradient/٠٠٠٠٠٠٠٠٠٠٠٧/{hk}",  # other scripts' digits
+        "beam/v7/run/grads/gradient/٠٠٠٠٠٠٠٠٠٠٠٧/{hk}",  # other scripts' digits
         "beam/v٦/run/grads/gradient/000000000007/{hk}",
-        "beam/v6/run/grads/gradient/000000000007/{hk}\n",  # a trailing newline
-        "beam/v6/run\n/grads/gradient/000000000007/{hk}",
-        "beam/v6/run/grads\n/gradient/000000000007/{hk}",
+        "beam/v7/run/grads/gradient/000000000007/{hk}\n",  # a trailing newline
+        "beam/v7/run\n/grads/gradient/000000000007/{hk}",
+        "beam/v7/run/grads\n/gradient/000000000007/{hk}",
     ],
 )
 def test_object_keys_are_matched_whole_in_ascii(key: str) -> None:
     """A peer's listing names keys too: every part is matched whole, ASCII digits only."""
     with pytest.raises(ValueError):
         parse_key(key.format(hk=HOTKEYS[0]))
-    assert parse_key(f"beam/v6/run/grads/gradient/000000000007/{HOTKEYS[0]}").window == 7
+    assert parse_key(f"beam/v7/run/grads/gradient/000000000007/{HOTKEYS[0]}").window == 7
