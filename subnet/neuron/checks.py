@@ -138,7 +138,7 @@ class Checker:
             return
         draw = beacon(self.rt, window)
         if draw is None:
-            return  # the chain did not answer: tried again next tick
+            return  # no pulse stored yet, or the chain did not answer: tried again next tick
         p = self.rt.cfg.protocol
         me, validators = self.rt.hotkey, self.rt.writers(notice_lane(self.rt) or self.lane)
         candidates = sorted(set(committed) - self.banned.keys())

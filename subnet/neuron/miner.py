@@ -221,7 +221,7 @@ class Miner(BaseNeuron):
                 continue
             draw = beacon(self.rt, held_window)
             if draw is None:
-                continue  # the chain did not answer: tried again next tick
+                continue  # no pulse stored yet, or the chain did not answer: tried again next tick
             shapes = {k: tuple(v.shape) for k, v in held.after.items()}
             try:
                 written = write_answer(self.rt, lane, held, draw, shapes)
