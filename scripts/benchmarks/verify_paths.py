@@ -33,7 +33,24 @@ PATHS: dict[str, tuple[dict[str, str], int, str | None]] = {
 
 
 def bases_on_disk(args: argparse.Namespace, p: ProtocolConfig, folder: Path) -> Path:
-    """The windows' base models (a reference miner's run, outer SGD) and samples, on disk."""
+    """The windows' base models (a reference miner's run, outer SGD) and samples, on disk; the
+    ones already in ``folder`` if they were made with the same settings (``--runs``)."""
+    setting = {
+        "preset": args.honest_preset,
+        "data": str(args.honest_data.resolve()),
+        "seq_len": p.seq_len,
+        "inner": p.inner.model_dump(),
+        "ef_decay": p.compression.ef_decay,
+    }
+    path = folder / "bases.pt"
+    if path.exists():
+        kept = torch.load(path, weights_only=False)
+        if kept["setting"] != setting or len(kept["samples"]) != args.windows:
+            raise SystemExit(
+                f"error: {folder} holds runs of other settings or another number of windows; "
+                "give --runs a new folder"
+            )
+        return path
     data = TokenDataset.from_folder(ensure_dataset(args.honest_data), seq_len=p.seq_len)
     model = build_model(args.honest_preset, vocab_size=data.vocab_size, seed=0)
     comp, ef, inner = (
@@ -54,22 +71,17 @@ def bases_on_disk(args: argparse.Namespace, p: ProtocolConfig, folder: Path) -> 
         load_parameters(model, {k: base[k] - p.outer.lr * decoded[k] for k in base})
         bases.append(base)
         samples.append(ids)
-    setting = {
-        "preset": args.honest_preset,
-        "data": str(args.honest_data.resolve()),
-        "seq_len": p.seq_len,
-        "inner": inner.model_dump(),
-        "ef_decay": p.compression.ef_decay,
-    }
-    path = folder / "bases.pt"
     torch.save({"setting": setting, "bases": bases, "samples": samples}, path)
     return path
 
 
 def run_path(name: str, bases: Path, folder: Path, probe_noises: str = "") -> dict:
-    """One kernel path's record (its own process, or two ranks)."""
+    """One kernel path's record (its own process, or two ranks); the one already in ``folder``
+    if there is one (``--runs``: the bases it was trained from are checked by the caller)."""
     env_extra, threads, mode = PATHS[name]
     out = folder / f"{name}.pt"
+    if out.exists():
+        return torch.load(out, weights_only=False)
     env = {**os.environ, **env_extra, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": str(threads)}
     cmd = [
         sys.executable,

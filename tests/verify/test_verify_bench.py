@@ -19,19 +19,25 @@ KEYS = {"miner_bytes_mean_over_upload", "miner_bytes_max_over_upload",
         "validator_download_over_uploads", "validator_compute_miner_windows"}  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def record(iambic_1024) -> dict:
+def _args(data: Path, runs: Path, *extra: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=1)
     verify.add_arguments(parser)
-    data = str(iambic_1024 / "iambic-v1024")
-    paths = ["--windows", "2", "--paths", "best,threads2,ddp2,fsdp2"]
+    paths = ["--paths", "best,threads2,ddp2,fsdp2", "--runs", str(runs)]
     inner = ["--inner-steps", "3", "--inner", "moment_init=12"]
-    args = parser.parse_args(
-        ["--cost-preset", "tiny", "--cost-data", data, "--honest-data", data, *paths, *inner]
-    )
-    return verify.run(args)
+    flags = ["--cost-preset", "tiny", "--cost-data", str(data), "--honest-data", str(data)]
+    return parser.parse_args([*flags, *paths, *inner, *extra])
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("verify-runs")
+
+
+@pytest.fixture(scope="module")
+def record(iambic_1024, runs) -> dict:
+    return verify.run(_args(iambic_1024 / "iambic-v1024", runs, "--windows", "2"))
 
 
 def test_inner_settings_come_from_flags_and_a_bad_one_is_one_error_line() -> None:
@@ -62,3 +68,12 @@ def test_honest_paths_pass_and_half_a_percent_lies_do_not(record) -> None:
     assert record["lies"]["by_size"]["0.005"]["caught"] == 2
     assert record["bf16_refused"]
     assert (record["inner"]["steps"], record["inner"]["moment_init"]) == (3, 12)
+
+
+def test_kept_runs_are_compared_again_and_refused_for_other_settings(record, iambic_1024, runs):
+    data = iambic_1024 / "iambic-v1024"
+    again = verify.run(_args(data, runs, "--windows", "2", "--draws", "2"))
+    assert again["honest_checks"] == 2 * record["honest_checks"]
+    assert again["honest_max_error"] >= record["honest_max_error"]
+    with pytest.raises(SystemExit, match="error: .* holds runs of other settings"):
+        verify.run(_args(data, runs, "--windows", "3"))
