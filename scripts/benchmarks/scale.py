@@ -42,7 +42,7 @@ from subnet.config import ProtocolConfig
 from subnet.model import build_model, evaluate_loss
 from subnet.scoring import FingerprintLog, find_matches
 from subnet.scoring.overlap import as_sorted_array
-from subnet.storage.keys import ObjectKind
+from subnet.storage.keys import PROTOCOL_VERSION, ObjectKind
 from subnet.training import aggregate, build_outer_optimizer, load_parameters, snapshot
 from subnet.training.streaming import merge_payloads
 from subnet.wire import Expected, encode_envelope, verify_envelope
@@ -83,7 +83,8 @@ def _keypair(i: int) -> Keypair:
 
 def _uploads(args: argparse.Namespace, cfg: CompressionConfig, count: int) -> list[Path]:
     """Write (or reuse) ``count`` signed synthetic uploads; return their paths."""
-    folder = args.cache / f"{args.preset}-{cfg.name}"
+    # Keyed by the wire's version: envelopes an older version wrote are refused (wrong_version).
+    folder = args.cache / f"v{PROTOCOL_VERSION}-{args.preset}-{cfg.name}"
     folder.mkdir(parents=True, exist_ok=True)
     paths = [folder / f"{i}.beam" for i in range(count)]
     missing = [i for i, p in enumerate(paths) if not p.exists()]
