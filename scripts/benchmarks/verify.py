@@ -277,6 +277,8 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
     margin = p.scoring.check_margin
     checks = flags = 0
     worst, by_pair, spreads, over = 0.0, {}, [], 0.0
+    by_window: dict[int, float] = {}  # the largest honest error in each window, and its flags
+    flagged: dict[int, int] = {}
     levels_seen: dict[str, list[tuple[float, float]]] = {}  # other probe levels: (error, spread)
     for w in range(args.windows):
         for a in names:
@@ -318,6 +320,8 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
                             levels_seen.setdefault(key[6:], []).append((error, level))
                     key = f"{a}>{b}"
                     by_pair[key] = max(by_pair.get(key, 0.0), error)
+                    by_window[w] = max(by_window.get(w, 0.0), error)
+                    flagged[w] = flagged.get(w, 0) + (not outcome.ok)
     return {
         "paths": names,
         "draws": args.draws,
@@ -326,6 +330,8 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
         "honest_false_flags": flags,
         "honest_max_error": worst,
         "honest_max_error_by_pair": by_pair,
+        "honest_max_error_by_window": [by_window[w] for w in sorted(by_window)],
+        "honest_false_flags_by_window": [flagged[w] for w in sorted(flagged)],
         "honest_spread_median": sorted(spreads)[len(spreads) // 2] if spreads else None,
         "honest_spread_max": max(spreads, default=None),
         "honest_max_error_over_tolerance": round(over, 4),

@@ -64,6 +64,12 @@ def test_honest_paths_pass_and_half_a_percent_lies_do_not(record) -> None:
     assert record["honest_checks"] == 2 * (1 + 1 + 2 + 2)
     assert 0 <= record["honest_spread_max"] < record["tolerance"] == record["tolerance_max"]
     assert record["honest_false_flags"] == 0
+    assert (
+        len(record["honest_max_error_by_window"])
+        == 2
+        == len(record["honest_false_flags_by_window"])
+    )
+    assert max(record["honest_max_error_by_window"]) == record["honest_max_error"]
     assert record["honest_max_error"] < record["tolerance"] < record["smallest_lie_error"]
     assert record["lies"]["by_size"]["0.005"]["caught"] == 2
     assert record["bf16_refused"]
