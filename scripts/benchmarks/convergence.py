@@ -43,15 +43,8 @@ from pathlib import Path
 import torch
 from loguru import logger
 
-from benchmarks.common import (
-    REPO,
-    add_inner_flag,
-    ensure_dataset,
-    envelope_bytes,
-    environment,
-    setup,
-    with_inner,
-)
+from benchmarks import common
+from benchmarks.common import REPO, ensure_dataset, envelope_bytes, environment, setup
 from benchmarks.convergence_verdict import verdict
 from benchmarks.leader_support import leader_round
 from benchmarks.tuning import Setting, tune
@@ -143,7 +136,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="start outer lr of the sparse methods (default: the protocol's)",
     )
     add("--ddp-lr", type=float, default=4e-3, help="DDP's start inner lr")
-    add_inner_flag(parser)
+    common.add_inner_flag(parser)
     add("--max-trials", type=int, default=40, help="tuning trials per method at most")
     add("--val-batches", type=int, default=8,
         help="validation batches (train samples no worker trains on) for tuning")  # fmt: skip
@@ -373,7 +366,7 @@ class _Bench:
         streams = self._streams[seed]
         torch.manual_seed(seed)
         model = build_model(args.preset, vocab_size=args.vocab, seed=seed, device=args.device)
-        inner = with_inner(PROTOCOL.inner, args.inner).model_copy(
+        inner = common.with_inner(PROTOCOL.inner, args.inner).model_copy(
             update={
                 "lr": setting.inner_lr,
                 "steps": args.inner_steps,
