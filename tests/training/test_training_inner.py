@@ -139,7 +139,7 @@ def test_one_diloco_round_on_the_tiny_decoder_lowers_held_out_loss() -> None:
 
 def test_a_fresh_adamw_starts_from_the_first_squared_gradient() -> None:
     model = Bigram()
-    cfg = InnerConfig(steps=1, moment_init=40.0, grad_clip=0.0)
+    cfg = InnerConfig(steps=1, moment_init=40.0, moment_floor=0.0, grad_clip=0.0)  # no floor
     opt = build_inner_optimizer(model, cfg)
     ((x, y),) = _batches(1)
     _, loss = model(x, y)
