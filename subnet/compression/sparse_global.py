@@ -37,19 +37,21 @@ import torch
 
 from subnet.compression import rice
 from subnet.compression.base import (
-    Compressor,
     CompressorInfo,
-    PartSpec,
     Payload,
     PayloadError,
-    RejectReason,
     Shapes,
     add_sparse,
 )
 from subnet.compression.chunking import ChunkLayout
-from subnet.compression.packing import pack_2bit, packed_2bit_len, unpack_2bit
+from subnet.compression.packing import packed_2bit_len, unpack_2bit
 from subnet.compression.sparseloco import quantize_2bit
-from subnet.compression.sparseloco_rice import codebook_norm, rice_streams
+from subnet.compression.sparseloco_rice import (
+    WholePayloadCompressor,
+    check_parts,
+    rice_parts,
+    rice_streams,
+)
 from subnet.wire.reasons import Reason
 
 _PARTS: dict[str, torch.dtype] = {
@@ -71,7 +73,7 @@ class Kept:
     codebook: torch.Tensor  # float32 [4]
 
 
-class SparseGlobalRiceCompressor(Compressor):
+class SparseGlobalRiceCompressor(WholePayloadCompressor):
     """The model's largest values (SparseLoCo's budget in total), Rice-coded, 2-bit values."""
 
     def __init__(self, topk: int = 64, chunk: int = 64) -> None:
@@ -83,21 +85,6 @@ class SparseGlobalRiceCompressor(Compressor):
             summary=f"model-wide top-k ({topk} per {chunk}x{chunk} on average), 2-bit values, "
             "Rice-coded indices",
         )
-
-    # The per-tensor hooks of the base class do not apply: the selection is model-wide.
-    def encode_tensor(self, tensor: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Not used: see :meth:`encode`."""
-        raise NotImplementedError("sparse-global-rice encodes whole payloads")
-
-    def part_specs(self, shape: tuple[int, ...]) -> dict[str, PartSpec]:
-        """Not used: see :meth:`validate`."""
-        raise NotImplementedError("sparse-global-rice validates whole payloads")
-
-    def decode_tensor(
-        self, parts: Mapping[str, torch.Tensor], shape: tuple[int, ...]
-    ) -> torch.Tensor:
-        """Not used: see :meth:`decode`."""
-        raise NotImplementedError("sparse-global-rice decodes whole payloads")
 
     def budget(self, shapes: Shapes) -> int:
         """Values kept over the model: what ``sparseloco-rice`` keeps with the same settings."""
@@ -141,7 +128,7 @@ class SparseGlobalRiceCompressor(Compressor):
         # exactly `count` values are kept whatever the ties.
         above = {n: flat[n].abs() > threshold for n in names}
         room = count - sum(int(a.sum()) for a in above.values())
-        counts, ks, unary, rem, codes, books = [], [], [], [], [], []
+        counts, gaps, codes, books = [], [], [], []
         for n in names:
             keep = above[n]
             if room > 0:
@@ -151,45 +138,16 @@ class SparseGlobalRiceCompressor(Compressor):
                 room -= ties.numel()
             indices = torch.nonzero(keep).reshape(-1)
             codebook, code = quantize_2bit(flat[n][indices])
-            gaps = np.diff(indices.numpy(), prepend=-1) - 1
-            k = rice.best_k(gaps)
+            gaps.append(np.diff(indices.numpy(), prepend=-1) - 1)
             counts.append(indices.numel())
-            ks.append(k)
-            unary.append(rice.unary_bits(gaps, k))
-            rem.append(rice.remainder_bits(gaps, k))
             codes.append(code)
             books.append(codebook)
-        cat = np.concatenate
-        return {
-            "n": torch.tensor(counts, dtype=torch.int32),
-            "rice::k": torch.tensor(ks, dtype=torch.uint8),
-            "rice::unary": torch.from_numpy(rice.pack(cat(unary) if unary else np.zeros(0, "u1"))),
-            "rice::rem": torch.from_numpy(rice.pack(cat(rem) if rem else np.zeros(0, "u1"))),
-            "val": pack_2bit(torch.cat(codes) if codes else torch.zeros(0, dtype=torch.int64)),
-            "cb": torch.cat(books) if books else torch.zeros(0),
-        }
-
-    def _check_parts(self, payload: Payload, names: list[str]) -> None:
-        for key, dtype in _PARTS.items():
-            if key not in payload:
-                raise PayloadError(Reason.MISSING_TENSOR, key)
-            if payload[key].dtype != dtype:
-                raise PayloadError(Reason.DTYPE_MISMATCH, key)
-            if payload[key].dim() != 1:
-                raise PayloadError(Reason.SHAPE_MISMATCH, key)
-        extra = set(payload) - set(_PARTS)
-        if extra:
-            raise PayloadError(Reason.UNEXPECTED_TENSOR, ", ".join(sorted(extra)))
-        for key, numel in (("n", len(names)), ("rice::k", len(names)), ("cb", 4 * len(names))):
-            if payload[key].numel() != numel:
-                raise PayloadError(Reason.SHAPE_MISMATCH, key)
-        if not bool(torch.isfinite(payload["cb"]).all()):
-            raise PayloadError(Reason.NON_FINITE, "cb")
+        return {"n": torch.tensor(counts, dtype=torch.int32), **rice_parts(gaps, codes, books)}
 
     def parse(self, payload: Payload, shapes: Shapes) -> dict[str, Kept]:
         """Check every stream against ``shapes`` and decode the selection; raises PayloadError."""
         names = sorted(shapes)
-        self._check_parts(payload, names)
+        check_parts(payload, _PARTS, {"n": len(names), "rice::k": len(names), "cb": 4 * len(names)})
         sizes = [math.prod(shapes[n]) for n in names]
         kept = [int(c) for c in payload["n"].tolist()]
         if any(c < 0 or c > s for c, s in zip(kept, sizes, strict=True)):
@@ -215,14 +173,6 @@ class SparseGlobalRiceCompressor(Compressor):
             offset += n
         return out
 
-    def validate(self, payload: Payload, shapes: Shapes) -> RejectReason | None:
-        """Why ``payload`` is not a valid encoding for ``shapes``, or ``None``."""
-        try:
-            self.parse(payload, shapes)
-        except PayloadError as error:
-            return error.reason
-        return None
-
     def decode(self, payload: Payload, shapes: Shapes) -> dict[str, torch.Tensor]:
         """Validate, then scatter each tensor's codebook levels into place (fp32)."""
         parsed = self.parse(payload, shapes)
@@ -242,10 +192,6 @@ class SparseGlobalRiceCompressor(Compressor):
             parts.append(offset + parsed[name].indices)
             offset += math.prod(shapes[name])
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-
-    def norm(self, payload: Payload, shapes: Shapes) -> float:
-        """L2 norm of the decoded update, from the codebooks and codes alone."""
-        return codebook_norm(self.parse(payload, shapes))
 
     def add_into(
         self,

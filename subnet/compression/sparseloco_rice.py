@@ -87,7 +87,42 @@ def chunk_indices(gaps: np.ndarray, layout: ChunkLayout, k_full: int) -> np.ndar
     return np.concatenate([full.reshape(-1), tail])
 
 
-class SparseLoCoRiceCompressor(Compressor):
+class WholePayloadCompressor(Compressor):
+    """A codec whose payload is coded as a whole (Rice streams over every tensor): the base
+    class's per-tensor hooks do not apply, and a payload is valid when :meth:`parse` accepts it."""
+
+    def parse(self, payload: Payload, shapes: Shapes) -> Mapping[str, Coded]:
+        """Check every part against ``shapes`` and decode the selection; raises PayloadError."""
+        raise NotImplementedError
+
+    def encode_tensor(self, tensor: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Not used: see :meth:`encode`."""
+        raise NotImplementedError(f"{self.info.name} encodes whole payloads")
+
+    def part_specs(self, shape: tuple[int, ...]) -> dict[str, PartSpec]:
+        """Not used: see :meth:`validate`."""
+        raise NotImplementedError(f"{self.info.name} validates whole payloads")
+
+    def decode_tensor(
+        self, parts: Mapping[str, torch.Tensor], shape: tuple[int, ...]
+    ) -> torch.Tensor:
+        """Not used: see :meth:`decode`."""
+        raise NotImplementedError(f"{self.info.name} decodes whole payloads")
+
+    def validate(self, payload: Payload, shapes: Shapes) -> RejectReason | None:
+        """Why ``payload`` is not a valid encoding for ``shapes``, or ``None``."""
+        try:
+            self.parse(payload, shapes)
+        except PayloadError as error:
+            return error.reason
+        return None
+
+    def norm(self, payload: Payload, shapes: Shapes) -> float:
+        """L2 norm of the decoded update, from the codebooks and codes alone (no dense decode)."""
+        return codebook_norm(self.parse(payload, shapes))
+
+
+class SparseLoCoRiceCompressor(WholePayloadCompressor):
     """SparseLoCo's top-k and 2-bit values, with Rice-coded per-chunk index gaps."""
 
     def __init__(self, topk: int = 64, chunk: int = 64) -> None:
@@ -98,75 +133,32 @@ class SparseLoCoRiceCompressor(Compressor):
             summary=f"top-{topk} per {chunk}x{chunk}, 2-bit values, Rice-coded indices",
         )
 
-    # The per-tensor hooks of the base class do not apply: this format is whole-payload.
-    def encode_tensor(self, tensor: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Not used: see :meth:`encode`."""
-        raise NotImplementedError("sparseloco-rice encodes whole payloads")
-
-    def part_specs(self, shape: tuple[int, ...]) -> dict[str, PartSpec]:
-        """Not used: see :meth:`validate`."""
-        raise NotImplementedError("sparseloco-rice validates whole payloads")
-
-    def decode_tensor(
-        self, parts: Mapping[str, torch.Tensor], shape: tuple[int, ...]
-    ) -> torch.Tensor:
-        """Not used: see :meth:`decode`."""
-        raise NotImplementedError("sparseloco-rice decodes whole payloads")
-
     def _layout(self, shape: tuple[int, ...]) -> tuple[ChunkLayout, int, int]:
         layout = self.sparse.layout(tuple(shape))
         return layout, layout.kept(self.sparse.topk)[0], layout.total_kept(self.sparse.topk)
 
     def encode(self, tensors: Mapping[str, torch.Tensor]) -> Payload:
         """Select and quantize each tensor as SparseLoCo does, then Rice-code the index gaps."""
-        ks, unary, rem, codes, books = [], [], [], [], []
+        gaps, codes, books = [], [], []
         for name in sorted(tensors):
             tensor = tensors[name].detach().float()
             indices, values = self.sparse.select(tensor)
             codebook, code = quantize_2bit(values)
             layout, k_full, _ = self._layout(tuple(tensor.shape))
-            gaps = chunk_gaps(indices.cpu().numpy(), layout, k_full)
-            k = rice.best_k(gaps)
-            ks.append(k)
-            unary.append(rice.unary_bits(gaps, k))
-            rem.append(rice.remainder_bits(gaps, k))
+            gaps.append(chunk_gaps(indices.cpu().numpy(), layout, k_full))
             codes.append(code.cpu())
             books.append(codebook.cpu())
-        cat = np.concatenate
-        return {
-            "rice::k": torch.tensor(ks, dtype=torch.uint8),
-            "rice::unary": torch.from_numpy(rice.pack(cat(unary) if unary else np.zeros(0, "u1"))),
-            "rice::rem": torch.from_numpy(rice.pack(cat(rem) if rem else np.zeros(0, "u1"))),
-            "val": pack_2bit(torch.cat(codes) if codes else torch.zeros(0, dtype=torch.int64)),
-            "cb": torch.cat(books) if books else torch.zeros(0),
-        }
+        return rice_parts(gaps, codes, books)
 
     def parse(self, payload: Payload, shapes: Shapes) -> dict[str, Sparse]:
         """Check every stream against ``shapes`` and decode the selection; raises PayloadError."""
-        for key, dtype in _PARTS.items():
-            if key not in payload:
-                raise PayloadError(Reason.MISSING_TENSOR, key)
-            if payload[key].dtype != dtype:
-                raise PayloadError(Reason.DTYPE_MISMATCH, key)
-            if payload[key].dim() != 1:
-                raise PayloadError(Reason.SHAPE_MISMATCH, key)
-        if set(payload) - set(_PARTS):
-            raise PayloadError(
-                Reason.UNEXPECTED_TENSOR, ", ".join(sorted(set(payload) - set(_PARTS)))
-            )
+        check_parts(payload, _PARTS, {})
         names = sorted(shapes)
         layouts = [self._layout(tuple(shapes[n])) for n in names]
         kept = [total for _, _, total in layouts]
         total = sum(kept)
-        for key, numel in (
-            ("rice::k", len(names)),
-            ("cb", 4 * len(names)),
-            ("val", packed_2bit_len(total)),
-        ):
-            if payload[key].numel() != numel:
-                raise PayloadError(Reason.SHAPE_MISMATCH, key)
-        if not bool(torch.isfinite(payload["cb"]).all()):
-            raise PayloadError(Reason.NON_FINITE, "cb")
+        sizes = {"rice::k": len(names), "cb": 4 * len(names), "val": packed_2bit_len(total)}
+        check_parts(payload, {}, sizes)
         ks = payload["rice::k"].tolist()
         if any(k > rice.MAX_K for k in ks):
             raise PayloadError(Reason.INVALID_VALUE, "rice::k")
@@ -185,14 +177,6 @@ class SparseLoCoRiceCompressor(Compressor):
             offset += n
         return out
 
-    def validate(self, payload: Payload, shapes: Shapes) -> RejectReason | None:
-        """Why ``payload`` is not a valid encoding for ``shapes``, or ``None``."""
-        try:
-            self.parse(payload, shapes)
-        except PayloadError as error:
-            return error.reason
-        return None
-
     def decode(self, payload: Payload, shapes: Shapes) -> dict[str, torch.Tensor]:
         """Validate, then scatter each tensor's codebook levels into place (fp32)."""
         parsed = self.parse(payload, shapes)
@@ -209,10 +193,6 @@ class SparseLoCoRiceCompressor(Compressor):
         """Sorted global coordinates of the kept values (see :meth:`Compressor.support`)."""
         parsed = self.parse(payload, shapes)
         return _coordinates({n: parsed[n].indices for n in parsed}, shapes, self.sparse)
-
-    def norm(self, payload: Payload, shapes: Shapes) -> float:
-        """L2 norm of the decoded update, from the codebooks and codes alone (no dense decode)."""
-        return codebook_norm(self.parse(payload, shapes))
 
     def add_into(
         self,
@@ -246,6 +226,45 @@ def _coordinates(
         parts.append(offset + chunk * layout.size + idx)
         offset += math.prod(shapes[name])
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def check_parts(
+    payload: Payload, parts: Mapping[str, torch.dtype], sizes: Mapping[str, int]
+) -> None:
+    """Every one of ``parts`` present, 1-D, of its dtype, and nothing else; each of ``sizes`` of
+    its length, in that order; a finite ``cb`` among them. Raises PayloadError."""
+    for key, dtype in parts.items():
+        if key not in payload:
+            raise PayloadError(Reason.MISSING_TENSOR, key)
+        if payload[key].dtype != dtype:
+            raise PayloadError(Reason.DTYPE_MISMATCH, key)
+        if payload[key].dim() != 1:
+            raise PayloadError(Reason.SHAPE_MISMATCH, key)
+    if parts and set(payload) - set(parts):
+        raise PayloadError(Reason.UNEXPECTED_TENSOR, ", ".join(sorted(set(payload) - set(parts))))
+    for key, numel in sizes.items():
+        if payload[key].numel() != numel:
+            raise PayloadError(Reason.SHAPE_MISMATCH, key)
+    if "cb" in sizes and not bool(torch.isfinite(payload["cb"]).all()):
+        raise PayloadError(Reason.NON_FINITE, "cb")
+
+
+def rice_parts(
+    gaps: list[np.ndarray], codes: list[torch.Tensor], books: list[torch.Tensor]
+) -> dict[str, torch.Tensor]:
+    """The Rice-coded streams of each tensor's index ``gaps`` (one parameter per tensor) and
+    its 2-bit ``codes`` and ``books``: the parts every Rice-coded sparse payload carries."""
+    ks = [rice.best_k(g) for g in gaps]
+    unary = [rice.unary_bits(g, k) for g, k in zip(gaps, ks, strict=True)]
+    rem = [rice.remainder_bits(g, k) for g, k in zip(gaps, ks, strict=True)]
+    cat = np.concatenate
+    return {
+        "rice::k": torch.tensor(ks, dtype=torch.uint8),
+        "rice::unary": torch.from_numpy(rice.pack(cat(unary) if unary else np.zeros(0, "u1"))),
+        "rice::rem": torch.from_numpy(rice.pack(cat(rem) if rem else np.zeros(0, "u1"))),
+        "val": pack_2bit(torch.cat(codes) if codes else torch.zeros(0, dtype=torch.int64)),
+        "cb": torch.cat(books) if books else torch.zeros(0),
+    }
 
 
 def rice_streams(
