@@ -61,7 +61,6 @@ DEMO_PARAMS = {
     "workers": 2,
     "cohort": 2,
     "min_workers": 2,
-    "units_per_worker": 2,
     "points": [0.001, 0.002],
     "target_loss": 0.0,
 }
@@ -112,6 +111,7 @@ class RoomSettings:
         steps = {
             "inner_steps": self.inner_steps,
             "local_steps": self.inner_steps,
+            "units_per_worker": self.inner_steps,  # a granted unit is one step's samples
             "rounds": self.rounds,
             "max_rounds": self.rounds,
         }

@@ -33,6 +33,8 @@ class Round:
     bytes: dict[str, tuple[int, int]] = field(default_factory=dict)  # role -> (up, down)
     tokens: int = 0  # tokens the merges took in
     trained_tokens: int = 0  # tokens the trainers trained this round, merged or not
+    losses: dict[str, float] = field(default_factory=dict)  # each publishing member's held-out
+    lead: str = ""  # the run's lead: a line names whose loss it gives where others published
 
     @property
     def empty(self) -> bool:
@@ -47,7 +49,8 @@ def round_of(window: int, records: Records, roles: Mapping[str, str], lead: str)
     sent = {n for n, rs in mine.items() if any(r["event"] in ("train", "upload") for r in rs)}
     scored = sorted(n for n, rs in mine.items() if any(r["event"] == "scores" for r in rs))
     merged: dict[str, list[str]] = {}
-    heldout, tokens = None, 0
+    losses_of: dict[str, float] = {}  # each publishing member's held-out loss
+    tokens = 0
     for name, rs in mine.items():
         for r in rs:
             whose = _merged(r)
@@ -57,8 +60,11 @@ def round_of(window: int, records: Records, roles: Mapping[str, str], lead: str)
             sent |= {names[hk] for hk in whose if hk in names}  # what was merged was sent
             if r["event"] == "version":
                 tokens += int(r.get("tokens") or 0)
-                if name == lead or heldout is None:
-                    heldout = r.get("heldout_loss")
+                if isinstance(r.get("heldout_loss"), int | float):
+                    losses_of[name] = float(r["heldout_loss"])
+    # The run's model is the lead's; a run of several models (two holders) shows the others apart.
+    first = lead if lead in losses_of else next(iter(sorted(losses_of)), None)
+    heldout = losses_of[first] if first is not None else None
     trains = [r for rs in mine.values() for r in rs if r["event"] == "train"]
     losses = [r["loss"] for r in trains if isinstance(r.get("loss"), int | float)]
     moved: dict[str, list[int]] = defaultdict(lambda: [0, 0])
@@ -77,6 +83,8 @@ def round_of(window: int, records: Records, roles: Mapping[str, str], lead: str)
         {k: (u, d) for k, (u, d) in moved.items()},
         tokens,
         sum(int(r.get("tokens") or 0) for r in trains),
+        losses_of,
+        lead,
     )
 
 
@@ -96,7 +104,9 @@ def _merged(record: Mapping[str, Any]) -> list[str] | None:
 
 def round_line(r: Round) -> str:
     """One line for a round."""
-    if r.heldout is not None:
+    if len(r.losses) > 1 or (r.losses and r.lead not in r.losses and r.lead):
+        loss = "held-out loss " + ", ".join(f"{v:.4f} ({k})" for k, v in sorted(r.losses.items()))
+    elif r.heldout is not None:
         loss = f"held-out loss {r.heldout:.4f}"
     elif r.train_loss is not None:
         loss = f"train loss {r.train_loss:.4f}"
@@ -134,10 +144,25 @@ def summary(rounds: Sequence[Round], seconds: float, start: float | None = None)
         sum(r.trained_tokens for r in rounds) if merged else 0
     )
     lines = [f"{len(merged)} of {len(rounds)} rounds merged"]
+    models = sorted({n for r in merged for n in r.losses})
+    others: list[str] = []
+    prefix = ""
+    if len(models) > 1:  # several models (two holders): the lead's from the start, each apart
+        lead = merged[0].lead
+        losses = [r.losses[lead] for r in merged if lead in r.losses]
+        prefix = f"{lead}'s model: "
+        for name in (n for n in models if n != lead):
+            theirs = [r.losses[name] for r in merged if name in r.losses]
+            others.append(f"{name}'s model: held-out loss {theirs[0]:.4f} -> {theirs[-1]:.4f}")
     if start is not None and losses:
-        lines.append(f"held-out loss {start:.4f} at the start -> {losses[-1]:.4f} at the end")
+        lines.append(
+            f"{prefix}held-out loss {start:.4f} at the start -> {losses[-1]:.4f} at the end"
+        )
     elif len(losses) >= 2:
-        lines.append(f"held-out loss {losses[0]:.4f} -> {losses[-1]:.4f} over the merged rounds")
+        lines.append(
+            f"{prefix}held-out loss {losses[0]:.4f} -> {losses[-1]:.4f} over the merged rounds"
+        )
+    lines += others
     if len(trained) >= 2:
         lines.append(f"trainers' loss {trained[0]:.4f} -> {trained[-1]:.4f}")
     if tokens:

@@ -126,3 +126,28 @@ def test_a_tree_round_names_the_nodes_that_reduced_children_only():
     }
     r = round_of(0, recs, {"w1": "miner", "w2": "miner"}, lead="lead")
     assert r.merged == {"w1": ["w2"]} and "w2 merged" not in round_line(r)
+
+
+def test_a_run_of_two_models_names_each_holders_loss():
+    """two-models: both holders publish; the line names each model's loss, a round where only
+    the second published names it, and the summary follows the second model apart."""
+    hk = {n: {"event": "plan", "hotkey": f"hk-{n}"} for n in ("holder_a", "holder_b", "w1")}
+    roles = {"holder_a": "holder", "holder_b": "holder", "w1": "miner"}
+
+    def version(window: int, loss: float) -> dict:
+        merged = {"contributors": {"hk-w1": 1.0}, "heldout_loss": loss, "tokens": 100}
+        return {"event": "version", "window": window, "version": window + 1, **merged}
+
+    recs = {
+        "w1": [hk["w1"]],
+        "holder_a": [hk["holder_a"], version(1, 8.5)],
+        "holder_b": [hk["holder_b"], version(0, 8.9), version(1, 8.2)],
+    }
+    rounds = [round_of(w, recs, roles, lead="holder_a") for w in range(2)]
+    assert round_line(rounds[0]).startswith("round   0: held-out loss 8.9000 (holder_b); sent w1")
+    assert round_line(rounds[1]).startswith(
+        "round   1: held-out loss 8.5000 (holder_a), 8.2000 (holder_b); sent w1"
+    )
+    lines = summary(rounds, 10.0, start=9.0)
+    assert "holder_a's model: held-out loss 9.0000 at the start -> 8.5000 at the end" in lines
+    assert "holder_b's model: held-out loss 8.9000 -> 8.2000" in lines
