@@ -27,6 +27,7 @@ def run(script: str, *args: str, env: dict | None = None) -> subprocess.Complete
 def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
+    assert "Exception ignored" not in proc.stderr, proc.stderr  # teardown noise after the line
     lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(lines) == 1, proc.stderr
     for needle in needles:
@@ -88,12 +89,15 @@ def test_wrong_password_is_a_clear_error(locked_wallet, simnet, tmp_path):
     assert_one_line_error(proc, "cannot unlock the coldkey")
 
 
-def test_unregistered_miner_exits_with_one_line(simnet, subnet3, tmp_path):
+@pytest.mark.parametrize("script", ["miner.py", "validator.py"])
+def test_unregistered_neuron_exits_with_one_line(simnet, subnet3, tmp_path, script):
+    """One ``error:`` line and nothing else (a validator once added 25 lines of event-loop
+    teardown noise after it)."""
     from subnet.localnet.wallets import dev_wallet
 
     dev_wallet(tmp_path, "stranger")
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "neurons" / "miner.py"), "--subtensor.network", simnet.network,
+        [sys.executable, str(ROOT / "neurons" / script), "--subtensor.network", simnet.network,
          "--wallet.name", "stranger", "--wallet.path", str(tmp_path), "--storage.bucket", "nobody",
          "--protocol.holder_hotkey", "5EZuTYXEpRNmj2SXy84QgFQRyAgusTJaTVtVgb1ex42dqz3p"],
         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, cwd=ROOT,
