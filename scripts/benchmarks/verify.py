@@ -58,7 +58,7 @@ from benchmarks.common import (
     setup,
     with_inner,
 )
-from benchmarks.verify_paths import PATHS, bases_on_disk, run_path
+from benchmarks.verify_paths import DEFAULT_PATHS, PATHS, bases_on_disk, run_path
 from subnet.compression import ErrorFeedback, build_compressor
 from subnet.config import ConfigError, ProtocolConfig
 from subnet.data import TokenDataset, sample_receipt
@@ -99,7 +99,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="",
         help="other chaos-probe noise levels to report (e.g. 1e-5,1e-4)",
     )
-    parser.add_argument("--paths", default=",".join(PATHS), help="comma-separated kernel paths")
+    parser.add_argument(
+        "--paths", default=",".join(DEFAULT_PATHS), help=f"comma-separated, from {','.join(PATHS)}"
+    )
     parser.add_argument("--inner-steps", type=int, default=None, help="H (default: protocol)")
     add_inner_flag(parser)
 

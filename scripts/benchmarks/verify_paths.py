@@ -26,10 +26,16 @@ PATHS: dict[str, tuple[dict[str, str], int, str | None]] = {
     "best": ({}, 1, None),
     "mkl-avx2": ({"MKL_ENABLE_INSTRUCTIONS": "AVX2"}, 1, None),
     "threads2": ({}, 2, None),
+    # ATen pinned to AVX2 (what a protocol could require), MKL or threads still free
+    "avx2-mkl": ({"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}, 1, None),
+    "avx2-t2": ({"ATEN_CPU_CAPABILITY": "avx2"}, 2, None),
     # 2-rank miners on the portable kernels: never the path of the validator they face here
     "ddp2": ({"ATEN_CPU_CAPABILITY": "default"}, 1, "ddp"),
     "fsdp2": ({"ATEN_CPU_CAPABILITY": "avx2"}, 1, "fsdp"),
 }
+
+# What ``bench.py verify`` runs unless ``--paths`` says otherwise (the pinned ones are opt-in).
+DEFAULT_PATHS = ("default", "avx2", "best", "mkl-avx2", "threads2", "ddp2", "fsdp2")
 
 
 def bases_on_disk(args: argparse.Namespace, p: ProtocolConfig, folder: Path) -> Path:
