@@ -281,6 +281,7 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
     worst, by_pair, spreads, over = 0.0, {}, [], 0.0
     by_window: dict[int, float] = {}  # the largest honest error in each window, and its flags
     flagged: dict[int, int] = {}
+    pair_window: dict[str, list[float]] = {}  # miner>replay -> the largest error in each window
     levels_seen: dict[str, list[tuple[float, float]]] = {}  # other probe levels: (error, spread)
     for w in range(args.windows):
         for a in names:
@@ -323,6 +324,8 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
                     key = f"{a}>{b}"
                     by_pair[key] = max(by_pair.get(key, 0.0), error)
                     by_window[w] = max(by_window.get(w, 0.0), error)
+                    row = pair_window.setdefault(key, [0.0] * args.windows)
+                    row[w] = max(row[w], error)
                     flagged[w] = flagged.get(w, 0) + (not outcome.ok)
     return {
         "paths": names,
@@ -334,6 +337,9 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
         "honest_max_error_by_pair": by_pair,
         "honest_max_error_by_window": [by_window[w] for w in sorted(by_window)],
         "honest_false_flags_by_window": [flagged[w] for w in sorted(flagged)],
+        "honest_max_error_by_pair_window": {
+            k: [float(f"{e:.3g}") for e in row] for k, row in pair_window.items()
+        },
         "honest_spread_median": sorted(spreads)[len(spreads) // 2] if spreads else None,
         "honest_spread_max": max(spreads, default=None),
         "honest_max_error_over_tolerance": round(over, 4),

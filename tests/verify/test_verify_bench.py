@@ -70,6 +70,11 @@ def test_honest_paths_pass_and_half_a_percent_lies_do_not(record) -> None:
         == len(record["honest_false_flags_by_window"])
     )
     assert max(record["honest_max_error_by_window"]) == record["honest_max_error"]
+    by_pair_window = record["honest_max_error_by_pair_window"]
+    assert set(by_pair_window) == set(record["honest_max_error_by_pair"])
+    for pair, row in by_pair_window.items():  # 3 significant digits of each window's largest
+        assert len(row) == len(record["honest_max_error_by_window"])
+        assert max(row) == pytest.approx(record["honest_max_error_by_pair"][pair], rel=1e-2)
     assert record["honest_max_error"] < record["tolerance"] < record["smallest_lie_error"]
     assert record["lies"]["by_size"]["0.005"]["caught"] == 2
     assert record["bf16_refused"]
