@@ -277,10 +277,9 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
     chunks = ChunkMap.of({k: tuple(v.shape) for k, v in first.items()}, p.compression.chunk)
     tol, topk, decay = p.scoring.check_tolerance, p.compression.topk, p.compression.ef_decay
     margin = p.scoring.check_margin
-    checks = flags = 0
-    worst, by_pair, spreads, over = 0.0, {}, [], 0.0
-    by_window: dict[int, float] = {}  # the largest honest error in each window, and its flags
-    flagged: dict[int, int] = {}
+    checks = 0
+    spreads, over = [], 0.0
+    flagged: dict[int, int] = {}  # each window's false flags
     pair_window: dict[str, list[float]] = {}  # miner>replay -> the largest error in each window
     levels_seen: dict[str, list[tuple[float, float]]] = {}  # other probe levels: (error, spread)
     for w in range(args.windows):
@@ -312,30 +311,26 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
                     allowed = tolerance(tol, margin, chaos)
                     outcome = check(parts, decay, allowed, "sparse", books)
                     checks += 1
-                    flags += not outcome.ok
                     error = outcome.error if math.isfinite(outcome.error) else 1.0
-                    worst = max(worst, error)
                     over = max(over, error / allowed)
                     levels_seen.setdefault(f"{PROBE_NOISE:g}", []).append((error, chaos))
                     for key, other in runs[b]["windows"][w].items():
                         if key.startswith("probe@"):
                             level = spread(chunks, ids, replayed, other, ef_in, decay)
                             levels_seen.setdefault(key[6:], []).append((error, level))
-                    key = f"{a}>{b}"
-                    by_pair[key] = max(by_pair.get(key, 0.0), error)
-                    by_window[w] = max(by_window.get(w, 0.0), error)
-                    row = pair_window.setdefault(key, [0.0] * args.windows)
+                    row = pair_window.setdefault(f"{a}>{b}", [0.0] * args.windows)
                     row[w] = max(row[w], error)
                     flagged[w] = flagged.get(w, 0) + (not outcome.ok)
+    by_window = [max(col) for col in zip(*pair_window.values(), strict=True)]
     return {
         "paths": names,
         "draws": args.draws,
         "runs": str(args.runs) if args.runs else None,  # kept runs, compared again if reused
         "honest_checks": checks,
-        "honest_false_flags": flags,
-        "honest_max_error": worst,
-        "honest_max_error_by_pair": by_pair,
-        "honest_max_error_by_window": [by_window[w] for w in sorted(by_window)],
+        "honest_false_flags": sum(flagged.values()),
+        "honest_max_error": max(by_window, default=0.0),
+        "honest_max_error_by_pair": {k: max(row) for k, row in pair_window.items()},
+        "honest_max_error_by_window": by_window,
         "honest_false_flags_by_window": [flagged[w] for w in sorted(flagged)],
         "honest_max_error_by_pair_window": {
             k: [float(f"{e:.3g}") for e in row] for k, row in pair_window.items()

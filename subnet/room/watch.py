@@ -25,7 +25,6 @@ class Round:
     """One round (window) of a run, from every member's records."""
 
     window: int
-    heldout: float | None  # the lead's held-out loss after merging this round
     train_loss: float | None  # the trainers' mean loss this round
     sent: list[str]  # members that trained and sent an update
     scored: list[str]  # members that sent scores
@@ -35,6 +34,20 @@ class Round:
     trained_tokens: int = 0  # tokens the trainers trained this round, merged or not
     losses: dict[str, float] = field(default_factory=dict)  # each publishing member's held-out
     lead: str = ""  # the run's lead: a line names whose loss it gives where others published
+
+    @property
+    def heldout(self) -> float | None:
+        """The run's held-out loss after this round: the lead's model, else the first other."""
+        if self.lead in self.losses:
+            return self.losses[self.lead]
+        return self.losses[min(self.losses)] if self.losses else None
+
+    @property
+    def named(self) -> bool:
+        """Whether the line names whose loss it gives: several models, or not the lead's."""
+        return len(self.losses) > 1 or bool(
+            self.losses and self.lead and self.lead not in self.losses
+        )
 
     @property
     def empty(self) -> bool:
@@ -62,9 +75,6 @@ def round_of(window: int, records: Records, roles: Mapping[str, str], lead: str)
                 tokens += int(r.get("tokens") or 0)
                 if isinstance(r.get("heldout_loss"), int | float):
                     losses_of[name] = float(r["heldout_loss"])
-    # The run's model is the lead's; a run of several models (two holders) shows the others apart.
-    first = lead if lead in losses_of else next(iter(sorted(losses_of)), None)
-    heldout = losses_of[first] if first is not None else None
     trains = [r for rs in mine.values() for r in rs if r["event"] == "train"]
     losses = [r["loss"] for r in trains if isinstance(r.get("loss"), int | float)]
     moved: dict[str, list[int]] = defaultdict(lambda: [0, 0])
@@ -75,7 +85,6 @@ def round_of(window: int, records: Records, roles: Mapping[str, str], lead: str)
                 moved[roles.get(name, "?")][1] += int(r.get("bytes_down") or 0)
     return Round(
         window,
-        heldout,
         sum(losses) / len(losses) if losses else None,
         sorted(sent),
         scored,
@@ -104,7 +113,7 @@ def _merged(record: Mapping[str, Any]) -> list[str] | None:
 
 def round_line(r: Round) -> str:
     """One line for a round."""
-    if len(r.losses) > 1 or (r.losses and r.lead not in r.losses and r.lead):
+    if r.named:
         loss = "held-out loss " + ", ".join(f"{v:.4f} ({k})" for k, v in sorted(r.losses.items()))
     elif r.heldout is not None:
         loss = f"held-out loss {r.heldout:.4f}"
