@@ -97,7 +97,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--probe-noises",
         default="",
-        help="other chaos-probe noise levels to report (e.g. 1e-5,1e-4)",
+        help="other chaos-probe noise levels to report (e.g. 1e-5,1e-4); 'threads': a replay "
+        "on another thread count; 'none': no probe at all (a check beyond check_tolerance fails)",
+    )
+    parser.add_argument(
+        "--replay-threads",
+        choices=("miner", "own"),
+        default="miner",
+        help="miner (the protocol's): a validator replays on the miner's thread count, so only "
+        "paths of equal threads check each other; own: every path replays on its own",
     )
     parser.add_argument(
         "--paths", default=",".join(DEFAULT_PATHS), help=f"comma-separated, from {','.join(PATHS)}"
@@ -288,10 +296,10 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
             decoded = comp.decode(miner["payload"], {k: tuple(v.shape) for k, v in first.items()})
             books = levels(decoded)
             for b in names:
-                if b == a or "probe" not in runs[b]["windows"][w]:
-                    continue  # a validator replays in one process: multi-rank paths only mine
+                if not _checks(a, b, args.replay_threads):
+                    continue
                 replayed = runs[b]["windows"][w]["delta"]
-                probe = runs[b]["windows"][w]["probe"]
+                probe = runs[b]["windows"][w].get("probe")
                 for d in range(args.draws):
                     ids = chunk_sample(
                         f"{d:064x}", p.run, "grads", w, a, chunks, p.scoring.check_chunks
@@ -306,14 +314,21 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
                         topk,
                     )
                     ef_in = chunks.chunks(miner["before"], ids)
-                    chaos = spread(chunks, ids, replayed, probe, ef_in, decay)
-                    spreads.append(chaos)
+                    chaos = (
+                        None
+                        if probe is None
+                        else spread(chunks, ids, replayed, probe, ef_in, decay)
+                    )
+                    if chaos is not None:
+                        spreads.append(chaos)
+                        levels_seen.setdefault(f"{PROBE_NOISE:g}", [])
                     allowed = tolerance(tol, margin, chaos)
                     outcome = check(parts, decay, allowed, "sparse", books)
                     checks += 1
                     error = outcome.error if math.isfinite(outcome.error) else 1.0
                     over = max(over, error / allowed)
-                    levels_seen.setdefault(f"{PROBE_NOISE:g}", []).append((error, chaos))
+                    if chaos is not None:
+                        levels_seen[f"{PROBE_NOISE:g}"].append((error, chaos))
                     for key, other in runs[b]["windows"][w].items():
                         if key.startswith("probe@"):
                             level = spread(chunks, ids, replayed, other, ef_in, decay)
@@ -324,6 +339,7 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
     by_window = [max(col) for col in zip(*pair_window.values(), strict=True)]
     return {
         "paths": names,
+        "replay_threads": args.replay_threads,
         "draws": args.draws,
         "runs": str(args.runs) if args.runs else None,  # kept runs, compared again if reused
         "honest_checks": checks,
@@ -341,6 +357,15 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
         "probe_levels": {level: _level(seen, tol, margin) for level, seen in levels_seen.items()},
         **lies(runs, names, chunks, comp, p, args),
     }
+
+
+def _checks(miner: str, validator: str, rule: str) -> bool:
+    """Whether ``validator``'s record stands for its replay of ``miner``'s window: a validator
+    replays in one process (multi-rank paths only mine) and, under the protocol's rule
+    (``miner``), on the miner's thread count, so a path checks only paths of equal threads."""
+    if validator == miner or PATHS[validator][2] is not None:
+        return False
+    return rule == "own" or PATHS[miner][1] == PATHS[validator][1]
 
 
 def _level(seen: list[tuple[float, float]], tol: float, margin: float) -> dict:
@@ -368,7 +393,8 @@ def lies(
     args: argparse.Namespace,
 ) -> dict:
     """Lies of each size against honest replays on another path (module doc)."""
-    miner_path, replay_path = names[-1], names[0]
+    miner_path = names[-1]
+    replay_path = next((b for b in names if _checks(miner_path, b, args.replay_threads)), names[0])
     base_tol, topk, decay = p.scoring.check_tolerance, p.compression.topk, p.compression.ef_decay
     tolerances = []
     gen = torch.Generator().manual_seed(7)
@@ -391,7 +417,8 @@ def lies(
         )
         ratio = _ratio(honest_parts)
         ef_in = chunks.chunks(miner["before"], ids)
-        chaos = spread(chunks, ids, replay["delta"], replay["probe"], ef_in, decay)
+        probe = replay.get("probe")
+        chaos = None if probe is None else spread(chunks, ids, replay["delta"], probe, ef_in, decay)
         tol = tolerance(base_tol, p.scoring.check_margin, chaos)  # as the validator sets it
         tolerances.append(tol)
         allowance = max(allowance, tol * ratio)

@@ -15,6 +15,7 @@ from benchmarks.common import REPO, ensure_dataset, free_port
 from subnet.compression import ErrorFeedback, build_compressor
 from subnet.config import ProtocolConfig
 from subnet.data import TokenDataset
+from subnet.kernels import PINNED
 from subnet.model import build_model
 from subnet.training import build_inner_optimizer, load_parameters, pseudo_gradient, train_inner
 
@@ -29,6 +30,8 @@ PATHS: dict[str, tuple[dict[str, str], int, str | None]] = {
     # ATen pinned to AVX2 (what a protocol could require), MKL or threads still free
     "avx2-mkl": ({"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}, 1, None),
     "avx2-t2": ({"ATEN_CPU_CAPABILITY": "avx2"}, 2, None),
+    # the kernels subnet.kernels pins, on a CPU whose MKL has only AVX2
+    "avx2-mkl-t2": ({**PINNED, "MKL_ENABLE_INSTRUCTIONS": "AVX2"}, 2, None),
     # 2-rank miners on the portable kernels: never the path of the validator they face here
     "ddp2": ({"ATEN_CPU_CAPABILITY": "default"}, 1, "ddp"),
     "fsdp2": ({"ATEN_CPU_CAPABILITY": "avx2"}, 1, "fsdp"),
@@ -99,7 +102,10 @@ def run_path(name: str, bases: Path, folder: Path, probe_noises: str = "") -> di
         "--threads",
         str(threads),
     ]
-    if mode is None:
+    if mode is None and probe_noises == "none":
+        cmd += ["--no-probe"]
+        subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=3600)
+    elif mode is None:
         cmd += ["--probe-noises", probe_noises]
         subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=3600)
     else:

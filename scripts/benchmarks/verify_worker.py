@@ -37,10 +37,13 @@ from subnet.training.parallel import ParallelConfig  # noqa: E402
 from subnet.training.trainer import Trainer  # noqa: E402
 
 
-def train_windows(bases: dict, trainer: Trainer, probe: bool = False, extra=()) -> dict:
+def train_windows(
+    bases: dict, trainer: Trainer, probe: bool = False, extra=(), threads_probe: bool = False
+) -> dict:
     """Every window's pseudo-gradient, error feedback before and after, and upload; with
     ``probe``, also the validator's chaos probe of it (a replay with perturbed gradients), and
-    one more probe per noise level in ``extra`` (``probe@NOISE``: what another level would see)."""
+    one more probe per noise level in ``extra`` (``probe@NOISE``: what another level would see) and,
+    with ``threads_probe``, a replay on another thread count (``probe@threads``)."""
     setting = bases["setting"]
     inner = InnerConfig(**setting["inner"])
     data = TokenDataset.from_folder(Path(setting["data"]), seq_len=setting["seq_len"])
@@ -63,6 +66,16 @@ def train_windows(bases: dict, trainer: Trainer, probe: bool = False, extra=()) 
             record["probe"] = replayer.replay(base, batches, inner.steps, noise=PROBE_NOISE)
             for noise in extra:
                 record[f"probe@{noise:g}"] = replayer.replay(base, batches, inner.steps, noise)
+            if threads_probe:
+                # The same replay on another thread count: how far this window's last bits
+                # carry when only the reductions' split changes (what a validator can vary).
+                own = torch.get_num_threads()
+                torch.set_num_threads(own - 1 if own > 1 else 2)
+                try:
+                    other = replayer.replay(base, batches, inner.steps)
+                finally:
+                    torch.set_num_threads(own)
+                record["probe@threads"] = other
         out["windows"].append(record)
     return out
 
@@ -73,13 +86,20 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--mode", default=None, help="ddp or fsdp: one of two ranks")
-    parser.add_argument("--probe-noises", default="", help="more chaos-probe noise levels")
+    parser.add_argument("--no-probe", action="store_true", help="train only: no chaos probe")
+    parser.add_argument(
+        "--probe-noises",
+        default="",
+        help="more chaos-probe noise levels, and 'threads' for a replay on another thread count",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     bases = torch.load(args.bases, weights_only=False)
     if args.mode is None:
-        extra = [float(x) for x in args.probe_noises.split(",") if x]
-        torch.save(train_windows(bases, Trainer(), probe=True, extra=extra), args.out)
+        extra = [float(x) for x in args.probe_noises.split(",") if x and x != "threads"]
+        threads_probe = "threads" in args.probe_noises.split(",")
+        record = train_windows(bases, Trainer(), not args.no_probe, extra, threads_probe)
+        torch.save(record, args.out)
         return 0
     config = ParallelConfig(mode=args.mode, timeout_s=120, idle_timeout_s=120)
     with launch(config, "cpu", bases["setting"]["inner"]["micro_batch"]) as group:

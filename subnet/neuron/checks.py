@@ -390,8 +390,9 @@ class Checker:
         answer = parse_answer(chunks, ids, tensors, digest_in, digest_out)
         samples = self.assigned_of(task.window)(task.hotkey)[: upload.samples or None]
         batches = list(self.data.batches(samples, self.replayer.inner.micro_batch))
+        threads = upload.meta.threads  # as many as the miner's: reductions split as its did
         try:
-            delta = self.replayer.replay(task.base, batches, upload.steps)
+            delta = self.replayer.replay(task.base, batches, upload.steps, threads=threads)
         except ReplayShort as short:
             raise BadAnswer("check_steps", str(short)) from None
         outcome = self._compare(upload, chunks, ids, delta, answer, p.scoring.check_tolerance)
@@ -399,7 +400,7 @@ class Checker:
             return outcome
         # Beyond the fixed tolerance: is the window chaotic enough to explain it? A second
         # replay with perturbed gradients measures how far honest replays lie apart here.
-        probe = self.replayer.replay(task.base, batches, upload.steps, noise=PROBE_NOISE)
+        probe = self.replayer.replay(task.base, batches, upload.steps, PROBE_NOISE, threads)
         task.spread = spread(chunks, ids, delta, probe, answer.ef_in, p.compression.ef_decay)
         allowed = tolerance(p.scoring.check_tolerance, p.scoring.check_margin, task.spread)
         return self._compare(upload, chunks, ids, delta, answer, allowed)

@@ -356,6 +356,7 @@ class Miner(BaseNeuron):
                 "steps": str(result.steps),
                 "tokens": str(result.tokens),
                 "loss": f"{result.mean_loss:.6f}",
+                "threads": str(torch.get_num_threads()),  # a validator replays with as many
                 **self.held_now.metadata(),
             },
         )

@@ -9,7 +9,8 @@ miner sent, in the codec's input.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -34,16 +35,31 @@ class Replayer:
     inner: InnerConfig
 
     def replay(
-        self, base: dict[str, torch.Tensor], batches: Iterable, steps: int, noise: float = 0.0
+        self,
+        base: dict[str, torch.Tensor],
+        batches: Iterable,
+        steps: int,
+        noise: float = 0.0,
+        threads: int | None = None,
     ) -> dict[str, torch.Tensor]:
         """The pseudo-gradient of ``steps`` inner steps from ``base`` on ``batches`` (CPU
         tensors). Raises :class:`ReplayShort` when the batches give fewer steps; any other
         exception (a data read, memory) is the replayer's own failure, not the sender's.
 
         ``noise`` > 0 multiplies every gradient by ``1 + noise * N(0, 1)`` (seeded): the chaos
-        probe, a replay as another machine's kernels might compute it."""
+        probe, a replay as another machine's kernels might compute it. ``threads``: the CPU
+        threads to replay with (the miner's, from its signed metadata: with the kernels
+        ``subnet.kernels`` pins, a replay on as many threads is the miner's training bit for
+        bit); None: this process's."""
         device = next(self.model.parameters()).device
         batches = list(batches)  # read first: a data failure is not the sender's
+        with _threads(threads if device.type == "cpu" else None):
+            return self._replay(base, batches, steps, noise)
+
+    def _replay(
+        self, base: dict[str, torch.Tensor], batches: list, steps: int, noise: float
+    ) -> dict[str, torch.Tensor]:
+        device = next(self.model.parameters()).device
         load_parameters(self.model, base)
         cfg = self.inner.model_copy(update={"steps": steps})
         optimizer = build_inner_optimizer(self.model, cfg)
@@ -57,6 +73,20 @@ class Replayer:
             raise ReplayShort(f"{done.steps} of {steps} steps fit the samples")
         delta = pseudo_gradient({k: v.to(device) for k, v in base.items()}, self.model)
         return {k: v.detach().cpu() for k, v in delta.items()}
+
+
+@contextlib.contextmanager
+def _threads(count: int | None) -> Iterator[None]:
+    """Torch's CPU threads set to ``count`` inside, and back afterwards (None: unchanged)."""
+    own = torch.get_num_threads()
+    if count is None or count == own:
+        yield
+        return
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(own)
 
 
 def _perturb(model: nn.Module, noise: float) -> list:

@@ -15,6 +15,7 @@ from loguru import logger
 
 from ..cli import parse_config, run_guarded
 from ..errors import SetupError
+from ..kernels import pin, replay_warning
 
 if TYPE_CHECKING:
     from ..neuron.base import BaseNeuron
@@ -77,16 +78,17 @@ def run_role(role: type[BaseNeuron] | str, description: str, argv: list[str] | N
     script = ROLES.get(name, ("", "", f"neurons/{name}.py"))[2]
 
     def main() -> int:
+        differ = pin()  # before torch loads: the kernels validators replay on (subnet.kernels)
         cfg = parse_config(argv, prog=script, description=description, role=name)
         from ..training.distributed import RankFailure
 
         try:
-            return start(cfg)
+            return start(cfg, differ)
         except RankFailure as error:
             logger.error("{} stopped: {}", name, error)
             return 1
 
-    def start(cfg) -> int:
+    def start(cfg, differ: list[str]) -> int:
         import torch
 
         from ..logs import setup_logging
@@ -100,6 +102,10 @@ def run_role(role: type[BaseNeuron] | str, description: str, argv: list[str] | N
         setup_logging(debug=log.debug, trace=log.trace, log_dir=log.dir, node=label)
         if node.neuron.threads:
             torch.set_num_threads(node.neuron.threads)
+        if node.neuron.device == "cpu" and cfg.protocol.scoring.checks:
+            why = replay_warning(torch.backends.cpu.get_cpu_capability(), differ)
+            if why:
+                logger.warning("{}: {}", name, why)
         cls = role_class(role) if isinstance(role, str) else role
         with launch(cfg.node.parallel, node.neuron.device, cfg.protocol.inner.micro_batch) as group:
             if group is not None and not group.is_main:

@@ -19,8 +19,9 @@ from enum import Enum
 # digest in the signed header, every kind's metadata parsed by its schema, and checks of
 # training: error-feedback roots in every gradient, kinds ``checks`` and ``check-answer``; 7: the
 # checks draw from the chain's drand pulse, not the block hash, so a v6 validator and a v7 miner
-# would read different chunks).
-PROTOCOL_VERSION = 7
+# would read different chunks; 8: a gradient says the CPU threads it was trained with, and the
+# replay that checks it uses as many, on the kernels ``subnet.kernels`` pins).
+PROTOCOL_VERSION = 8
 ROOT = "beam"
 _WINDOW_DIGITS = 12
 _RUN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")

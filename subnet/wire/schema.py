@@ -36,6 +36,7 @@ MAX_UNIT = 2**40  # a unit index (units of one inner step's samples)
 MAX_ABS_SCORE = 1e9  # scores are loss improvements, O(1); beyond this a report is nonsense
 MAX_LOSS = 1e6  # a cross-entropy loss is >= 0 and O(10)
 MAX_MEMBERS = 1 << 20  # members a tree partial covers
+MAX_THREADS = 256  # CPU threads a miner may say it trained with (a validator replays with as many)
 MAX_MANIFEST_CHARS = 256 * 1024  # a model manifest's JSON (``subnet.versions.manifest``)
 
 M = TypeVar("M", bound="Message")
@@ -84,6 +85,10 @@ def _members(value: object) -> int:
     return f.count(Reason.BAD_METADATA, value, low=1, high=MAX_MEMBERS)
 
 
+def _threads(value: object) -> int:
+    return f.count(Reason.BAD_METADATA, value, low=1, high=MAX_THREADS)
+
+
 def _loss(value: object) -> float:
     return f.decimal(Reason.BAD_METADATA, value, low=0.0, high=MAX_LOSS)
 
@@ -114,6 +119,7 @@ DIGITS = "1-12 ASCII digits"
 HEX = "64 lowercase hex characters"
 Count = f.field(_count, int, f"{DIGITS}: 0 .. 10^12 - 1")
 Members = f.field(_members, int, f"{DIGITS}: 1 .. {MAX_MEMBERS:,}, capped by the subtree's size")
+Threads = f.field(_threads, int, f"{DIGITS}: 1 .. {MAX_THREADS}")
 Loss = f.field(_loss, float, "an ASCII decimal, finite (no NaN, inf, 1e400): 0 .. 10^6", _loss_text)
 Receipt = f.field(_receipt, str, f"{HEX} (sha256 of the sample ids)")
 StateDigest = f.field(_state_digest, str, f"`fresh`, or {HEX} (a Merkle root of error feedback)")
@@ -154,6 +160,9 @@ class GradientMeta(Message):
     steps: Count | None = None  # inner steps taken (informational; readers derive it from samples)
     tokens: Count = 0  # tokens trained, as the sender says: informational, never a weight
     loss: Loss | None = None  # mean inner loss, finite, >= 0
+    # CPU threads per rank it trained with: a validator's replay uses as many, so that its
+    # reductions split as the miner's did and the replay is bit for bit (docs/protocol.md)
+    threads: Threads | None = None
     # the root of the error feedback trained from (``fresh``: all zero; ``subnet.verify.chunks``)
     state_in: StateDigest | None = None
     # the earlier window whose ``state_out`` ``state_in`` is (written "" when fresh)
