@@ -290,6 +290,7 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
     flagged: dict[int, int] = {}  # each window's false flags
     pair_window: dict[str, list[float]] = {}  # miner>replay -> the largest error in each window
     levels_seen: dict[str, list[tuple[float, float]]] = {}  # other probe levels: (error, spread)
+    exact: dict[str, list[int]] = {}  # miner>replay -> 1 in each window replayed bit for bit
     for w in range(args.windows):
         for a in names:
             miner = runs[a]["windows"][w]
@@ -300,6 +301,8 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
                     continue
                 replayed = runs[b]["windows"][w]["delta"]
                 probe = runs[b]["windows"][w].get("probe")
+                same = all(torch.equal(v, replayed[k]) for k, v in miner["delta"].items())
+                exact.setdefault(f"{a}>{b}", [0] * args.windows)[w] = int(same)
                 for d in range(args.draws):
                     ids = chunk_sample(
                         f"{d:064x}", p.run, "grads", w, a, chunks, p.scoring.check_chunks
@@ -351,6 +354,8 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
         "honest_max_error_by_pair_window": {
             k: [float(f"{e:.3g}") for e in row] for k, row in pair_window.items()
         },
+        # windows whose replay was the miner's pseudo-gradient bit for bit, by pair
+        "honest_bitwise_windows_by_pair": {k: sum(row) for k, row in exact.items()},
         "honest_spread_median": sorted(spreads)[len(spreads) // 2] if spreads else None,
         "honest_spread_max": max(spreads, default=None),
         "honest_max_error_over_tolerance": round(over, 4),

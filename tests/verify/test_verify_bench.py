@@ -24,7 +24,7 @@ def _args(data: Path, runs: Path, *extra: str) -> argparse.Namespace:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=1)
     verify.add_arguments(parser)
-    paths = ["--paths", "best,threads2,ddp2,fsdp2", "--runs", str(runs)]
+    paths = ["--paths", "avx2,avx2-t2,avx2-mkl-t2,ddp2,fsdp2", "--runs", str(runs)]
     inner = ["--inner-steps", "3", "--inner", "moment_init=12"]
     flags = ["--cost-preset", "tiny", "--cost-data", str(data), "--honest-data", str(data)]
     return parser.parse_args([*flags, *paths, *inner, *extra])
@@ -59,9 +59,17 @@ def test_the_record_has_every_key_per_network_size(record) -> None:
 
 
 def test_honest_paths_pass_and_half_a_percent_lies_do_not(record) -> None:
-    # windows x (miner path, replay path) pairs: every miner path (the 2-rank DDP and FSDP miners
-    # on other kernels too) against every other one-process path (a validator replays in one)
-    assert record["honest_checks"] == 2 * (1 + 1 + 2 + 2)
+    # windows x (miner path, replay path) pairs: a validator replays in one process, on the
+    # miner's thread count: the 2-thread paths check each other, the 2-rank DDP and FSDP miners
+    # (1 thread a rank, other kernels) are checked by the 1-thread path
+    assert record["honest_checks"] == 2 * (2 + 1 + 1)
+    assert record["replay_threads"] == "miner"
+    # The 2-thread paths differ in MKL's instructions (another CPU) and the pinned variables:
+    # on the kernels subnet.kernels pins a replay is the miner's training bit for bit; a 2-rank
+    # miner's is not (its ranks' gradients are summed)
+    exact = record["honest_bitwise_windows_by_pair"]
+    assert exact["avx2-mkl-t2>avx2-t2"] == exact["avx2-t2>avx2-mkl-t2"] == 2
+    assert exact["ddp2>avx2"] == exact["fsdp2>avx2"] == 0
     assert 0 <= record["honest_spread_max"] < record["tolerance"] == record["tolerance_max"]
     assert record["honest_false_flags"] == 0
     assert (
