@@ -125,6 +125,7 @@ def test_honest_uploads_pass_their_checks_window_after_window(checked_world) -> 
     first = _metadata(checked_world, "m1", m1.rt.hotkey, 0)
     second = _metadata(checked_world, "m1", m1.rt.hotkey, 1)
     assert first[STATE_IN] == FRESH and first[STATE_FROM] == ""
+    assert first["threads"] == str(torch.get_num_threads())  # what a validator replays on
     assert second[STATE_FROM] == "0" and second[STATE_IN] == first[STATE_OUT] != FRESH
     # An answer is the drawn chunks only: far less than the error feedback itself.
     answer = object_key("beam", ObjectKind.CHECK_ANSWER, 1, m1.rt.hotkey, lane="grads")

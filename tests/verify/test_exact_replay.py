@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from subnet.kernels import PINNED
+from subnet.kernels import PINNED, pin, replay_warning
 
 WORKER = Path(__file__).with_name("exact_worker.py")
 
@@ -42,3 +42,14 @@ def test_a_replay_on_the_miners_threads_is_its_training_bit_for_bit(
     for name, value in miner["delta"].items():
         assert torch.equal(exact["delta"][name], value), name
     assert any(not torch.equal(own["delta"][k], v) for k, v in miner["delta"].items())
+
+
+def test_pin_sets_what_is_unset_and_names_what_the_operator_set_otherwise() -> None:
+    env: dict[str, str] = {}
+    assert pin(env) == [] and env == PINNED
+    env = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "avx2"}
+    assert pin(env) == ["ATEN_CPU_CAPABILITY=default"]
+    assert env == {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "avx2"}  # left as set
+    assert "ATEN_CPU_CAPABILITY=default" in (replay_warning("AVX2", pin(env)) or "")
+    assert "AVX512" in (replay_warning("AVX512", []) or "")
+    assert replay_warning("AVX2", []) is None
