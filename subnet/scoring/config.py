@@ -155,16 +155,17 @@ class ScoringConfig(BaseModel):
         ),
     )
     check_margin: float = Field(
-        4.0,
+        0.0,
         ge=0.0,
         le=100.0,
         description=(
-            "a check beyond check_tolerance passes if within this many times the validator's "
-            "own measure of the window's chaos: a second replay with every gradient perturbed by "
-            "1e-6 relative (what other kernels do) and its codec-input difference from the "
-            "first, run only for such a check. Training that "
-            "amplifies rounding (hypertrain-20m at H = 30: 1e-7 grows to 1 - 5 %) is not banned "
-            "for its kernels; 0: no second replay, the fixed check_tolerance alone"
+            "0 (the default): a check passes within check_tolerance alone. Above 0, a check "
+            "beyond check_tolerance passes if within this many times the validator's own measure "
+            "of the window's chaos: a second replay with every gradient perturbed by 1e-6 "
+            "relative and its codec-input difference from the first. Since protocol v8 a replay "
+            "is the miner's training bit for bit (the pinned kernels, the miner's threads), so "
+            "the probe only serves miners whose replays are not exact (several ranks, other "
+            "kernels), and in a chaotic window it lets a lie of that size through"
         ),
     )
     check_grace: int = Field(
