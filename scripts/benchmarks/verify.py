@@ -279,7 +279,9 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
         folder = Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         bases = bases_on_disk(args, p, folder)
-        runs = {name: run_path(name, bases, folder, args.probe_noises) for name in names}
+        # Validators replay a multi-rank miner as its ranks (the kept runs may lack it)
+        ranks = 2 if any(PATHS[n][2] for n in names) else 0
+        runs = {n: run_path(n, bases, folder, args.probe_noises, ranks) for n in names}
     comp = build_compressor(p.compression)
     first = runs[names[0]]["windows"][0]["delta"]
     chunks = ChunkMap.of({k: tuple(v.shape) for k, v in first.items()}, p.compression.chunk)
@@ -299,7 +301,7 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
             for b in names:
                 if not _checks(a, b, args.replay_threads):
                     continue
-                replayed = runs[b]["windows"][w]["delta"]
+                replayed = _replay(runs[b]["windows"][w], a)
                 probe = runs[b]["windows"][w].get("probe")
                 same = all(torch.equal(v, replayed[k]) for k, v in miner["delta"].items())
                 exact.setdefault(f"{a}>{b}", [0] * args.windows)[w] = int(same)
@@ -364,6 +366,12 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
     }
 
 
+def _replay(record: dict, miner: str) -> dict:
+    """A validator path's replay of ``miner``'s window: its own training, or for a miner on 2
+    ranks its replay as 2 ranks, where kept."""
+    return record.get("replay@ranks2", record["delta"]) if PATHS[miner][2] else record["delta"]
+
+
 def _checks(miner: str, validator: str, rule: str) -> bool:
     """Whether ``validator``'s record stands for its replay of ``miner``'s window: a validator
     replays in one process (multi-rank paths only mine) and, under the protocol's rule
@@ -407,6 +415,7 @@ def lies(
     smallest, allowance = math.inf, 0.0
     for w in range(args.windows):
         miner, replay = runs[miner_path]["windows"][w], runs[replay_path]["windows"][w]
+        replay = {**replay, "delta": _replay(replay, miner_path)}
         shapes = {k: tuple(v.shape) for k, v in miner["delta"].items()}
         decoded = comp.decode(miner["payload"], shapes)
         norm = math.sqrt(sum(float(v.double().pow(2).sum()) for v in miner["delta"].values()))

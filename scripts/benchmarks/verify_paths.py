@@ -32,9 +32,10 @@ PATHS: dict[str, tuple[dict[str, str], int, str | None]] = {
     "avx2-t2": ({"ATEN_CPU_CAPABILITY": "avx2"}, 2, None),
     # the kernels subnet.kernels pins, on a CPU whose MKL has only AVX2
     "avx2-mkl-t2": ({**PINNED, "MKL_ENABLE_INSTRUCTIONS": "AVX2"}, 2, None),
-    # 2-rank miners on the portable kernels: never the path of the validator they face here
-    "ddp2": ({"ATEN_CPU_CAPABILITY": "default"}, 1, "ddp"),
-    "fsdp2": ({"ATEN_CPU_CAPABILITY": "avx2"}, 1, "fsdp"),
+    # 2-rank miners on the kernels subnet.kernels pins, MKL held to AVX2 (another CPU than the
+    # validators'), replayed as 2 ranks (replay@ranks2 of a one-process path)
+    "ddp2": ({**PINNED, "MKL_ENABLE_INSTRUCTIONS": "AVX2"}, 1, "ddp"),
+    "fsdp2": ({**PINNED, "MKL_ENABLE_INSTRUCTIONS": "AVX2"}, 1, "fsdp"),
 }
 
 # What ``bench.py verify`` runs unless ``--paths`` says otherwise (the pinned ones are opt-in).
@@ -84,7 +85,9 @@ def bases_on_disk(args: argparse.Namespace, p: ProtocolConfig, folder: Path) -> 
     return path
 
 
-def run_path(name: str, bases: Path, folder: Path, probe_noises: str = "") -> dict:
+def run_path(
+    name: str, bases: Path, folder: Path, probe_noises: str = "", rank_replays: int = 0
+) -> dict:
     """One kernel path's record (its own process, or two ranks); the one already in ``folder``
     if there is one (``--runs``: the bases it was trained from are checked by the caller)."""
     env_extra, threads, mode = PATHS[name]
@@ -102,6 +105,8 @@ def run_path(name: str, bases: Path, folder: Path, probe_noises: str = "") -> di
         "--threads",
         str(threads),
     ]
+    if mode is None and rank_replays:
+        cmd += ["--rank-replays", str(rank_replays)]
     if mode is None and probe_noises == "none":
         cmd += ["--no-probe"]
         subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=3600)

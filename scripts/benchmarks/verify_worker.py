@@ -38,12 +38,18 @@ from subnet.training.trainer import Trainer  # noqa: E402
 
 
 def train_windows(
-    bases: dict, trainer: Trainer, probe: bool = False, extra=(), threads_probe: bool = False
+    bases: dict,
+    trainer: Trainer,
+    probe: bool = False,
+    extra=(),
+    threads_probe: bool = False,
+    ranks: int = 0,
 ) -> dict:
     """Every window's pseudo-gradient, error feedback before and after, and upload; with
     ``probe``, also the validator's chaos probe of it (a replay with perturbed gradients), and
     one more probe per noise level in ``extra`` (``probe@NOISE``: what another level would see) and,
-    with ``threads_probe``, a replay on another thread count (``probe@threads``)."""
+    with ``threads_probe``, a replay on another thread count (``probe@threads``); with ``ranks``,
+    the replay of a miner on that many ranks (``replay@ranksN``)."""
     setting = bases["setting"]
     inner = InnerConfig(**setting["inner"])
     data = TokenDataset.from_folder(Path(setting["data"]), seq_len=setting["seq_len"])
@@ -66,6 +72,11 @@ def train_windows(
             record["probe"] = replayer.replay(base, batches, inner.steps, noise=PROBE_NOISE)
             for noise in extra:
                 record[f"probe@{noise:g}"] = replayer.replay(base, batches, inner.steps, noise)
+            if ranks:
+                # How it replays a miner of that many ranks (their gradients, averaged as DDP)
+                record[f"replay@ranks{ranks}"] = replayer.replay(
+                    base, batches, inner.steps, ranks=ranks
+                )
             if threads_probe:
                 # The same replay on another thread count: how far this window's last bits
                 # carry when only the reductions' split changes (what a validator can vary).
@@ -87,6 +98,7 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--mode", default=None, help="ddp or fsdp: one of two ranks")
     parser.add_argument("--no-probe", action="store_true", help="train only: no chaos probe")
+    parser.add_argument("--rank-replays", type=int, default=0, help="also replay as N ranks")
     parser.add_argument(
         "--probe-noises",
         default="",
@@ -98,7 +110,8 @@ def main() -> int:
     if args.mode is None:
         extra = [float(x) for x in args.probe_noises.split(",") if x and x != "threads"]
         threads_probe = "threads" in args.probe_noises.split(",")
-        record = train_windows(bases, Trainer(), not args.no_probe, extra, threads_probe)
+        probe = not args.no_probe
+        record = train_windows(bases, Trainer(), probe, extra, threads_probe, args.rank_replays)
         torch.save(record, args.out)
         return 0
     config = ParallelConfig(mode=args.mode, timeout_s=120, idle_timeout_s=120)

@@ -390,9 +390,10 @@ class Checker:
         answer = parse_answer(chunks, ids, tensors, digest_in, digest_out)
         samples = self.assigned_of(task.window)(task.hotkey)[: upload.samples or None]
         batches = list(self.data.batches(samples, self.replayer.inner.micro_batch))
-        threads = upload.meta.threads  # as many as the miner's: reductions split as its did
+        # As many threads and ranks as the miner's: reductions split as its did
+        threads, ranks = upload.meta.threads, upload.meta.ranks or 1
         try:
-            delta = self.replayer.replay(task.base, batches, upload.steps, threads=threads)
+            delta = self.replayer.replay(task.base, batches, upload.steps, 0.0, threads, ranks)
         except ReplayShort as short:
             raise BadAnswer("check_steps", str(short)) from None
         outcome = self._compare(upload, chunks, ids, delta, answer, p.scoring.check_tolerance)
@@ -400,7 +401,7 @@ class Checker:
             return outcome
         # Beyond the fixed tolerance: is the window chaotic enough to explain it? A second
         # replay with perturbed gradients measures how far honest replays lie apart here.
-        probe = self.replayer.replay(task.base, batches, upload.steps, PROBE_NOISE, threads)
+        probe = self.replayer.replay(task.base, batches, upload.steps, PROBE_NOISE, threads, ranks)
         task.spread = spread(chunks, ids, delta, probe, answer.ef_in, p.compression.ef_decay)
         allowed = tolerance(p.scoring.check_tolerance, p.scoring.check_margin, task.spread)
         return self._compare(upload, chunks, ids, delta, answer, allowed)

@@ -357,6 +357,7 @@ class Miner(BaseNeuron):
                 "tokens": str(result.tokens),
                 "loss": f"{result.mean_loss:.6f}",
                 "threads": str(torch.get_num_threads()),  # a validator replays with as many
+                "ranks": str(self.trainer.world),
                 **self.held_now.metadata(),
             },
         )

@@ -41,6 +41,7 @@ class Replayer:
         steps: int,
         noise: float = 0.0,
         threads: int | None = None,
+        ranks: int = 1,
     ) -> dict[str, torch.Tensor]:
         """The pseudo-gradient of ``steps`` inner steps from ``base`` on ``batches`` (CPU
         tensors). Raises :class:`ReplayShort` when the batches give fewer steps; any other
@@ -50,14 +51,15 @@ class Replayer:
         probe, a replay as another machine's kernels might compute it. ``threads``: the CPU
         threads to replay with (the miner's, from its signed metadata: with the kernels
         ``subnet.kernels`` pins, a replay on as many threads is the miner's training bit for
-        bit); None: this process's."""
+        bit); None: this process's. ``ranks``: the miner's training ranks, whose gradients
+        the replay computes and averages as DDP does (``train_inner``)."""
         device = next(self.model.parameters()).device
         batches = list(batches)  # read first: a data failure is not the sender's
         with _threads(threads if device.type == "cpu" else None):
-            return self._replay(base, batches, steps, noise)
+            return self._replay(base, batches, steps, noise, ranks)
 
     def _replay(
-        self, base: dict[str, torch.Tensor], batches: list, steps: int, noise: float
+        self, base: dict[str, torch.Tensor], batches: list, steps: int, noise: float, ranks: int
     ) -> dict[str, torch.Tensor]:
         device = next(self.model.parameters()).device
         load_parameters(self.model, base)
@@ -65,7 +67,7 @@ class Replayer:
         optimizer = build_inner_optimizer(self.model, cfg)
         hooks = _perturb(self.model, noise) if noise > 0 else []
         try:
-            done = train_inner(self.model, batches, cfg, optimizer)
+            done = train_inner(self.model, batches, cfg, optimizer, ranks)
         finally:
             for hook in hooks:
                 hook.remove()

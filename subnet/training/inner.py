@@ -78,6 +78,7 @@ def train_inner(
     batches: Iterable[Batch],
     cfg: InnerConfig,
     optimizer: torch.optim.Optimizer | None = None,
+    ranks: int = 1,
 ) -> InnerResult:
     """Run up to ``cfg.steps`` optimizer steps on ``(inputs, targets)`` micro-batches.
 
@@ -85,6 +86,9 @@ def train_inner(
     Each step consumes ``cfg.accumulation`` micro-batches; if ``batches`` runs out, training stops
     at the last whole step (a partial accumulation is dropped rather than applied at a different
     scale). Batches are moved to the model's device.
+
+    ``ranks`` > 1 computes each gradient as a DDP miner on that many ranks does (a validator's
+    replay of one, :func:`ranks_backward`), in one process.
     """
     optimizer = optimizer if optimizer is not None else build_inner_optimizer(model, cfg)
     device = next(model.parameters()).device
@@ -103,9 +107,12 @@ def train_inner(
         for inputs, targets in micro:
             inputs = inputs.to(device, non_blocking=True)
             targets = targets.to(device, non_blocking=True)
-            with autocast:
-                _, loss = model(inputs, targets)
-            (loss / cfg.accumulation).backward()
+            if ranks > 1:
+                loss = ranks_backward(model, inputs, targets, cfg.accumulation, ranks, autocast)
+            else:
+                with autocast:
+                    _, loss = model(inputs, targets)
+                (loss / cfg.accumulation).backward()
             loss_sum += loss.detach().float()
             tokens += targets.numel()
         if cfg.grad_clip > 0:
@@ -116,3 +123,42 @@ def train_inner(
         steps += 1
     mean_loss = loss_sum.item() / (steps * cfg.accumulation) if steps else math.nan
     return InnerResult(tokens, steps, mean_loss, time.perf_counter() - start)
+
+
+def ranks_backward(
+    model: nn.Module,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    accumulation: int,
+    ranks: int,
+    autocast: torch.autocast,
+) -> torch.Tensor:
+    """One micro-batch's gradients as ``ranks`` DDP ranks compute them (``subnet.training.
+    distributed``): rank ``r`` takes sequences ``r::ranks``, adds its gradient to what the
+    parameters hold, and DDP averages the ranks' sums (each divided by ``ranks``, then added in
+    rank order: for 2 ranks exactly gloo's result). The mean of the ranks' losses."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    held = [p.grad for p in params]  # earlier micro-batches of the step (None at its start)
+    shares, losses = [], []
+    for r in range(ranks):
+        for p in params:
+            p.grad = None
+        with autocast:
+            _, loss = model(inputs[r::ranks], targets[r::ranks])
+        (loss / accumulation).backward()
+        shares.append([_added(h, p.grad) for p, h in zip(params, held, strict=True)])
+        losses.append(loss.detach())
+    for i, p in enumerate(params):
+        parts = [share[i] / ranks for share in shares if share[i] is not None]
+        total = parts[0] if parts else None
+        for part in parts[1:]:
+            total = total + part
+        p.grad = total
+    return torch.stack(losses).mean()
+
+
+def _added(held: torch.Tensor | None, grad: torch.Tensor | None) -> torch.Tensor | None:
+    """What autograd leaves in ``.grad`` after adding ``grad`` to ``held``."""
+    if held is None or grad is None:
+        return grad if held is None else held
+    return held + grad

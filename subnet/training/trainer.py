@@ -31,6 +31,11 @@ class Trainer:
         self._compiled: tuple[nn.Module, nn.Module] | None = None
         self._warned = False
 
+    @property
+    def world(self) -> int:
+        """The ranks a window trains on (1 without a launch)."""
+        return 1 if self.group is None else self.group.world
+
     def train(
         self,
         model: nn.Module,

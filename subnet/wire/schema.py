@@ -37,6 +37,7 @@ MAX_ABS_SCORE = 1e9  # scores are loss improvements, O(1); beyond this a report 
 MAX_LOSS = 1e6  # a cross-entropy loss is >= 0 and O(10)
 MAX_MEMBERS = 1 << 20  # members a tree partial covers
 MAX_THREADS = 256  # CPU threads a miner may say it trained with (a validator replays with as many)
+MAX_RANKS = 64  # training ranks a miner may say it used (a validator's replay computes each one)
 MAX_MANIFEST_CHARS = 256 * 1024  # a model manifest's JSON (``subnet.versions.manifest``)
 
 M = TypeVar("M", bound="Message")
@@ -89,6 +90,10 @@ def _threads(value: object) -> int:
     return f.count(Reason.BAD_METADATA, value, low=1, high=MAX_THREADS)
 
 
+def _ranks(value: object) -> int:
+    return f.count(Reason.BAD_METADATA, value, low=1, high=MAX_RANKS)
+
+
 def _loss(value: object) -> float:
     return f.decimal(Reason.BAD_METADATA, value, low=0.0, high=MAX_LOSS)
 
@@ -120,6 +125,7 @@ HEX = "64 lowercase hex characters"
 Count = f.field(_count, int, f"{DIGITS}: 0 .. 10^12 - 1")
 Members = f.field(_members, int, f"{DIGITS}: 1 .. {MAX_MEMBERS:,}, capped by the subtree's size")
 Threads = f.field(_threads, int, f"{DIGITS}: 1 .. {MAX_THREADS}")
+Ranks = f.field(_ranks, int, f"{DIGITS}: 1 .. {MAX_RANKS}")
 Loss = f.field(_loss, float, "an ASCII decimal, finite (no NaN, inf, 1e400): 0 .. 10^6", _loss_text)
 Receipt = f.field(_receipt, str, f"{HEX} (sha256 of the sample ids)")
 StateDigest = f.field(_state_digest, str, f"`fresh`, or {HEX} (a Merkle root of error feedback)")
@@ -163,6 +169,7 @@ class GradientMeta(Message):
     # CPU threads per rank it trained with: a validator's replay uses as many, so that its
     # reductions split as the miner's did and the replay is bit for bit (docs/protocol.md)
     threads: Threads | None = None
+    ranks: Ranks | None = None  # training ranks (DDP): the replay computes each one's gradient
     # the root of the error feedback trained from (``fresh``: all zero; ``subnet.verify.chunks``)
     state_in: StateDigest | None = None
     # the earlier window whose ``state_out`` ``state_in`` is (written "" when fresh)

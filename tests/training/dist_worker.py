@@ -74,6 +74,18 @@ def train_windows(
     return out
 
 
+def replay_window(ranks: int) -> dict[str, object]:
+    """Window 0 replayed as a validator replays a miner's (``subnet.neuron.replay``): from the
+    same model and samples, with a fresh AdamW, computing ``ranks`` ranks' gradients."""
+    from subnet.model import build_model
+    from subnet.neuron.replay import Replayer
+
+    model = build_model("tiny", seed=0)
+    base = snapshot(model)
+    batches = window_batches(0, model.config.vocab_size)
+    return {"delta0": Replayer(model, INNER).replay(base, batches, INNER.steps, ranks=ranks)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mode", default="ddp")
@@ -82,10 +94,16 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=30.0)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument(
+        "--replay-ranks", type=int, default=0, help="replay window 0 on this many ranks instead"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     logger.remove()
     logger.add(sys.stderr, format="{message}")
+    if args.replay_ranks:
+        torch.save(replay_window(args.replay_ranks), args.out)
+        return 0
     if "WORLD_SIZE" not in os.environ:  # one rank, no process group
         torch.save(train_windows(Trainer(), device=args.device), args.out)
         return 0
