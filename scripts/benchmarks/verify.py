@@ -13,22 +13,25 @@ window and checks it. From those measurements, at N = 16, 64 and 256 miners with
   checked, ``K = min(N, V x checks, ceil(N x check_share))``) and at most (one answer a window);
 * a validator's downloads over the uploads it scores (its ``checks`` answers, the others'
   notices);
-* a validator's verification compute in miner-windows: its replays (two per check at worst:
-  the replay and, for a check beyond ``check_tolerance``, its chaos probe; ``_no_probe``: one)
-  and comparisons, plus the per-upload
+* a validator's verification compute in miner-windows: its replays (one per check; two with
+  ``check_margin`` > 0 for a check beyond ``check_tolerance``: the replay and its chaos probe;
+  ``_no_probe``: one) and comparisons, plus the per-upload
   work (commitments and links) times N. The loss-based scoring of every upload is
   reported beside it (``scoring_compute_miner_windows``): it is the score, not the check.
 
 **Honest noise and lies** on ``--honest-preset`` (``tiny``): ``--windows`` windows trained on
-every kernel path (``ATEN_CPU_CAPABILITY=default|avx2``, the machine's best,
-``MKL_ENABLE_INSTRUCTIONS=AVX2``, 1 and 2 threads, a 2-rank DDP miner on the default kernels and a
-2-rank FSDP miner on AVX2's), each
-from the same base models, each with its own error-feedback chain. Every miner path is checked
-against every other single-process path's replay (a validator's), on the chunks several beacons
-draw, at the tolerance the validator would set: ``check_tolerance``, or ``check_margin`` times
-the spread between the replay and its chaos probe (the same window trained with every gradient
-perturbed by 1e-6 relative) when that is larger: ``honest_checks``, ``honest_false_flags``,
-``honest_max_error`` and the spreads. Then lies: the same uploads with a bias hidden
+every kernel path (``verify_paths.DEFAULT_PATHS``: miners as Beam runs them, on the ATen kernels
+``subnet.kernels`` pins, MKL free or held to AVX2, 1 and 2 threads, 2-rank DDP and FSDP miners;
+``--paths`` adds ATen ``default`` or the machine's best, as an operator who overrides the pin
+runs), each from the same base models, each with its own error-feedback chain. Every miner path
+is checked against the replay of every other single-process path (a validator's) of as many
+threads (``--replay-threads miner``, the protocol's rule; a 2-rank miner against that path's
+replay as 2 ranks), on the chunks several beacons draw, at the tolerance the validator would
+set: ``check_tolerance``, or with ``check_margin`` > 0, ``check_margin`` times the spread
+between the replay and its chaos probe (the same window trained with every gradient perturbed
+by 1e-6 relative) when that is larger: ``honest_checks``, ``honest_false_flags``,
+``honest_max_error``, the spreads, and the windows each pair replayed bit for bit
+(``honest_bitwise_windows_by_pair``). Then lies: the same uploads with a bias hidden
 in the error feedback they prove (a state poisoner) or with their values scaled, each sized
 relative to the update; ``smallest_lie_error`` is the check error of a lie of 0.5 % of the
 update (the issue's allowance target) at its hardest to see, and ``allowance`` the largest
@@ -68,7 +71,15 @@ from subnet.neuron.replay import PROBE_NOISE
 from subnet.storage.keys import ObjectKind
 from subnet.training import build_inner_optimizer, load_parameters, pseudo_gradient, train_inner
 from subnet.verify.answer import encode_answer, parse_answer
-from subnet.verify.check import Chunk, check, chunks_for, levels, spread, tolerance
+from subnet.verify.check import (
+    Chunk,
+    check,
+    chunks_for,
+    input_error,
+    levels,
+    spread,
+    tolerance,
+)
 from subnet.verify.chunks import ChunkMap
 from subnet.verify.draw import chunk_sample, places
 from subnet.wire import encode_envelope
@@ -452,11 +463,13 @@ def lies(
                 topk,
             )
             outcome = check(parts, decay, tol, "sparse", levels(decoded))
-            entry = caught.setdefault(f"{size:g}", {"caught": 0, "tried": 0})
+            entry = caught.setdefault(f"{size:g}", {"caught": 0, "tried": 0, "by": {}})
             entry["tried"] += 1
             entry["caught"] += not outcome.ok
-            if size == TARGET_LIE:
-                smallest = min(smallest, outcome.error)
+            if not outcome.ok:  # which comparison caught it
+                entry["by"][outcome.reason] = entry["by"].get(outcome.reason, 0) + 1
+            if size == TARGET_LIE:  # its input error, whichever comparison caught it first
+                smallest = min(smallest, input_error(parts, decay))
     return {
         "lies": {"miner_path": miner_path, "replay_path": replay_path, "by_size": caught},
         "smallest_lie_error": smallest,

@@ -38,8 +38,11 @@ PATHS: dict[str, tuple[dict[str, str], int, str | None]] = {
     "fsdp2": ({**PINNED, "MKL_ENABLE_INSTRUCTIONS": "AVX2"}, 1, "fsdp"),
 }
 
-# What ``bench.py verify`` runs unless ``--paths`` says otherwise (the pinned ones are opt-in).
-DEFAULT_PATHS = ("default", "avx2", "best", "mkl-avx2", "threads2", "ddp2", "fsdp2")
+# What ``bench.py verify`` runs unless ``--paths`` says otherwise: miners as Beam runs them, on
+# the ATen kernels ``subnet.kernels`` pins, with MKL free or held to AVX2 (another CPU), on 1 or
+# 2 threads, 1 or 2 ranks. ``default``, ``best``, ``mkl-avx2`` and ``threads2`` are what an
+# operator who overrides the pin runs.
+DEFAULT_PATHS = ("avx2", "avx2-mkl", "avx2-t2", "avx2-mkl-t2", "ddp2", "fsdp2")
 
 
 def bases_on_disk(args: argparse.Namespace, p: ProtocolConfig, folder: Path) -> Path:

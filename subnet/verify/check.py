@@ -164,6 +164,18 @@ def _bins(
     return None
 
 
+def input_error(chunks: list[Chunk], decay: float) -> float:
+    """``||u_m - u'|| / ||u'||`` over ``chunks``: the codec input the miner proves (its error
+    feedback after plus what it sent) against the replay's (``decay x e_in + delta'``)."""
+    num = den = 0.0
+    for chunk in chunks:
+        u = chunk.ef_out.double() + chunk.sent.double()
+        honest = decay * chunk.ef_in.double() + chunk.replayed.double()
+        num += float((u - honest).pow(2).sum())
+        den += float(honest.pow(2).sum())
+    return 0.0 if den == 0.0 and num == 0.0 else math.sqrt(num / den) if den else math.inf
+
+
 def check(
     chunks: list[Chunk],
     decay: float,
@@ -174,16 +186,12 @@ def check(
     """Check the drawn ``chunks`` (see the module doc). ``codec``: ``sparse`` (SparseLoCo:
     ``books`` are each tensor's codebook levels, :func:`levels`), ``lossless`` or ``other``."""
     sparse, lossless = codec == "sparse", codec == "lossless"
-    num = den = 0.0
     claimed: list[torch.Tensor] = []
     for chunk in chunks:
         tensors = (chunk.replayed, chunk.ef_in, chunk.ef_out, chunk.sent)
         if not all(bool(torch.isfinite(t).all()) for t in tensors):
             return Outcome(math.inf, "check_non_finite", "a value that is not finite")
         u = chunk.ef_out.double() + chunk.sent.double()
-        honest = decay * chunk.ef_in.double() + chunk.replayed.double()
-        num += float((u - honest).pow(2).sum())
-        den += float(honest.pow(2).sum())
         claimed.append(u)
         if lossless and bool((chunk.ef_out != 0).any()):
             return Outcome(math.inf, "check_codec", "a lossless codec left error feedback")
@@ -195,7 +203,7 @@ def check(
         why = _bins(chunks, claimed, books or {})
         if why is not None:
             return Outcome(math.inf, "check_codec", why)
-    error = 0.0 if den == 0.0 and num == 0.0 else math.sqrt(num / den) if den else math.inf
+    error = input_error(chunks, decay)
     if not error <= tolerance:
         detail = f"the replay's input differs by {error:.3g} (tolerance {tolerance:g})"
         return Outcome(error, "check_mismatch", detail)
