@@ -66,17 +66,17 @@ def train_windows(
         before = ef.state_dict()
         payload, _ = ef.compress(compressor, delta)
         record = {"delta": delta, "before": before, "after": ef.state_dict(), "payload": payload}
+        replayer = Replayer(model, inner)
+        batches = list(data.batches(ids, inner.micro_batch))
+        if ranks:
+            # How it replays a miner of that many ranks (their gradients, averaged as DDP)
+            record[f"replay@ranks{ranks}"] = replayer.replay(
+                base, batches, inner.steps, ranks=ranks
+            )
         if probe:
-            replayer = Replayer(model, inner)
-            batches = list(data.batches(ids, inner.micro_batch))
             record["probe"] = replayer.replay(base, batches, inner.steps, noise=PROBE_NOISE)
             for noise in extra:
                 record[f"probe@{noise:g}"] = replayer.replay(base, batches, inner.steps, noise)
-            if ranks:
-                # How it replays a miner of that many ranks (their gradients, averaged as DDP)
-                record[f"replay@ranks{ranks}"] = replayer.replay(
-                    base, batches, inner.steps, ranks=ranks
-                )
             if threads_probe:
                 # The same replay on another thread count: how far this window's last bits
                 # carry when only the reductions' split changes (what a validator can vary).
