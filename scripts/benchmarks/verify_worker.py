@@ -81,12 +81,8 @@ def train_windows(
                 # The same replay on another thread count: how far this window's last bits
                 # carry when only the reductions' split changes (what a validator can vary).
                 own = torch.get_num_threads()
-                torch.set_num_threads(own - 1 if own > 1 else 2)
-                try:
-                    other = replayer.replay(base, batches, inner.steps)
-                finally:
-                    torch.set_num_threads(own)
-                record["probe@threads"] = other
+                other = own - 1 if own > 1 else 2
+                record["probe@threads"] = replayer.replay(base, batches, inner.steps, threads=other)
         out["windows"].append(record)
     return out
 
