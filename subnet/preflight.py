@@ -27,12 +27,6 @@ def preflight(cfg: BeamConfig, role: str, environ: Mapping[str, str] | None = No
             check_credentials(cfg.node.storage, env)
         return
     check_holder_hotkey(cfg.protocol.holder_hotkey)
-    if role == "miner" and cfg.node.parallel.mode == "fsdp" and cfg.protocol.scoring.checks:
-        raise ConfigError(
-            "--parallel.mode fsdp: validators' checks cannot replay FSDP2 training exactly (on "
-            "hypertrain-20m 130 of 504 honest checks failed, docs/benchmarks.md#verify); use "
-            "--parallel.mode ddp on 2 ranks, or one process with more --neuron.threads"
-        )
     check_credentials(require_bucket(cfg.node.storage), env)
     if bool(env.get(READ_PAIR[0])) != bool(env.get(READ_PAIR[1])):
         raise ConfigError(f"set both {READ_PAIR[0]} and {READ_PAIR[1]}, or neither")

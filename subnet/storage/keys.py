@@ -20,8 +20,10 @@ from enum import Enum
 # training: error-feedback roots in every gradient, kinds ``checks`` and ``check-answer``; 7: the
 # checks draw from the chain's drand pulse, not the block hash, so a v6 validator and a v7 miner
 # would read different chunks; 8: a gradient says the CPU threads it was trained with, and the
-# replay that checks it uses as many, on the kernels ``subnet.kernels`` pins).
-PROTOCOL_VERSION = 8
+# replay that checks it uses as many, on the kernels ``subnet.kernels`` pins; 9: a multi-rank
+# miner adds each micro-batch's averaged gradient to the step's earlier ones, and FSDP2's norms
+# are taken over whole tensors, so DDP and FSDP2 miners replay bit for bit).
+PROTOCOL_VERSION = 9
 ROOT = "beam"
 _WINDOW_DIGITS = 12
 _RUN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")

@@ -131,7 +131,9 @@ class Group:
             "the model wrapper",
         )
         module = self._maybe_compiled(engine)
-        result = collective(lambda: train_inner(module, shards, cfg, engine.optimizer), "training")
+        result = collective(
+            lambda: train_inner(module, shards, cfg, engine.optimizer, averaged=True), "training"
+        )
         stats = torch.tensor(
             [result.mean_loss, result.tokens], dtype=torch.float64, device=self.device
         )

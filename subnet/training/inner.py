@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -65,7 +66,10 @@ def warm_start(optimizer: torch.optim.Optimizer, factor: float, floor: float = 0
                 continue
             second = p.grad.detach().float().pow(2).mul_(factor)
             if floor > 0:
-                second = torch.maximum(second, second.mean() * floor)
+                # The mean over the whole tensor, as one process computes it, also when FSDP2
+                # holds a shard of it: a validator replays in one process, bit for bit.
+                whole = _full(p.grad).detach().float().pow(2).mul_(factor)
+                second = second.clamp_min((whole.mean() * floor).item())
             optimizer.state[p] = {
                 "step": torch.tensor(0.0, dtype=torch.float32),
                 "exp_avg": torch.zeros_like(p, memory_format=torch.preserve_format),
@@ -79,6 +83,7 @@ def train_inner(
     cfg: InnerConfig,
     optimizer: torch.optim.Optimizer | None = None,
     ranks: int = 1,
+    averaged: bool = False,
 ) -> InnerResult:
     """Run up to ``cfg.steps`` optimizer steps on ``(inputs, targets)`` micro-batches.
 
@@ -87,7 +92,10 @@ def train_inner(
     at the last whole step (a partial accumulation is dropped rather than applied at a different
     scale). Batches are moved to the model's device.
 
-    ``ranks`` > 1 computes each gradient as a DDP miner on that many ranks does (a validator's
+    ``averaged``: ``model`` averages its gradients over ranks in backward (a DDP or FSDP2 wrapper,
+    :mod:`subnet.training.distributed`); each micro-batch's gradient is then computed from zero
+    and added to the step's earlier ones (:func:`averaged_backward`), so DDP and FSDP2 agree.
+    ``ranks`` > 1 computes each gradient as such a miner on that many ranks does (a validator's
     replay of one, :func:`ranks_backward`), in one process.
     """
     optimizer = optimizer if optimizer is not None else build_inner_optimizer(model, cfg)
@@ -109,6 +117,8 @@ def train_inner(
             targets = targets.to(device, non_blocking=True)
             if ranks > 1:
                 loss = ranks_backward(model, inputs, targets, cfg.accumulation, ranks, autocast)
+            elif averaged:
+                loss = averaged_backward(model, inputs, targets, cfg.accumulation, autocast)
             else:
                 with autocast:
                     _, loss = model(inputs, targets)
@@ -116,13 +126,66 @@ def train_inner(
             loss_sum += loss.detach().float()
             tokens += targets.numel()
         if cfg.grad_clip > 0:
-            nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            clip_gradients(list(model.parameters()), cfg.grad_clip)
         if steps == 0:
             warm_start(optimizer, cfg.moment_init, cfg.moment_floor)
         optimizer.step()
         steps += 1
     mean_loss = loss_sum.item() / (steps * cfg.accumulation) if steps else math.nan
     return InnerResult(tokens, steps, mean_loss, time.perf_counter() - start)
+
+
+def clip_gradients(params: list[torch.Tensor], max_norm: float) -> None:
+    """Scale the gradients so that their total 2-norm is at most ``max_norm``, in place.
+
+    ``torch.nn.utils.clip_grad_norm_`` for plain tensors. FSDP2's gradients are shards
+    (``DTensor``); their norms are taken over each whole gradient, one at a time, as one process
+    takes them (a norm of shards rounds differently, and the steps after it amplify that), at the
+    cost of one all-gather of the gradients per step.
+    """
+    grads = [p.grad for p in params if p.grad is not None]
+    if not any(_sharded(g) for g in grads):
+        nn.utils.clip_grad_norm_(params, max_norm)
+        return
+    # torch._foreach_norm on CPU is linalg.vector_norm per tensor (checked bitwise).
+    norms = [torch.linalg.vector_norm(_full(g), 2.0) for g in grads]
+    total = torch.linalg.vector_norm(torch.stack(norms), 2.0)
+    coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    for g in grads:
+        (g.to_local() if _sharded(g) else g).mul_(coef)
+
+
+def _sharded(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` is an FSDP2 shard (a ``DTensor``); a process that never loaded
+    ``torch.distributed.tensor`` (0.6 s to import) holds none."""
+    module = sys.modules.get("torch.distributed.tensor")
+    return module is not None and isinstance(tensor, module.DTensor)
+
+
+def _full(tensor: torch.Tensor) -> torch.Tensor:
+    """The whole tensor: gathered from the ranks for an FSDP2 shard, else itself."""
+    return tensor.full_tensor() if _sharded(tensor) else tensor
+
+
+def averaged_backward(
+    model: nn.Module,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    accumulation: int,
+    autocast: torch.autocast,
+) -> torch.Tensor:
+    """One micro-batch through a DDP or FSDP2 wrapper: its gradient from zero (the wrapper
+    averages it over the ranks), then added to the step's earlier micro-batches. The loss."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    held = [p.grad for p in params]
+    for p in params:
+        p.grad = None
+    with autocast:
+        _, loss = model(inputs, targets)
+    (loss / accumulation).backward()
+    for p, h in zip(params, held, strict=True):
+        p.grad = _added(h, p.grad)
+    return loss
 
 
 def ranks_backward(
@@ -133,10 +196,10 @@ def ranks_backward(
     ranks: int,
     autocast: torch.autocast,
 ) -> torch.Tensor:
-    """One micro-batch's gradients as ``ranks`` DDP ranks compute them (``subnet.training.
-    distributed``): rank ``r`` takes sequences ``r::ranks``, adds its gradient to what the
-    parameters hold, and DDP averages the ranks' sums (each divided by ``ranks``, then added in
-    rank order: for 2 ranks exactly gloo's result). The mean of the ranks' losses."""
+    """One micro-batch's gradients as ``ranks`` DDP or FSDP2 ranks compute them
+    (:func:`averaged_backward`): rank ``r`` takes sequences ``r::ranks``; the ranks' gradients,
+    each divided by ``ranks``, are added in rank order (for 2 ranks exactly gloo's average) and
+    then to what the parameters hold. The mean of the ranks' losses."""
     params = [p for p in model.parameters() if p.requires_grad]
     held = [p.grad for p in params]  # earlier micro-batches of the step (None at its start)
     shares, losses = [], []
@@ -146,14 +209,14 @@ def ranks_backward(
         with autocast:
             _, loss = model(inputs[r::ranks], targets[r::ranks])
         (loss / accumulation).backward()
-        shares.append([_added(h, p.grad) for p, h in zip(params, held, strict=True)])
+        shares.append([p.grad for p in params])
         losses.append(loss.detach())
     for i, p in enumerate(params):
         parts = [share[i] / ranks for share in shares if share[i] is not None]
         total = parts[0] if parts else None
         for part in parts[1:]:
             total = total + part
-        p.grad = total
+        p.grad = _added(held[i], total)
     return torch.stack(losses).mean()
 
 

@@ -32,10 +32,10 @@ def test_room_mode_needs_no_holder_hotkey():
             update={"neuron": cfg.node.neuron.model_copy(update={"device": "x"})})}), "miner", {})  # fmt: skip
 
 
-def test_an_fsdp_miner_is_refused_where_checks_replay_it_and_allowed_in_rooms():
-    with pytest.raises(ConfigError, match="--parallel.mode fsdp: validators' checks cannot"):
-        preflight(config(parallel={"mode": "fsdp"}), "miner", KEYS)
-    preflight(config(parallel={"mode": "ddp"}), "miner", KEYS)
+def test_ddp_and_fsdp_miners_start_with_checks_on_and_in_rooms():
+    # Both replay bit for bit (tests/training/test_training_distributed.py).
+    for mode in ("ddp", "fsdp"):
+        preflight(config(parallel={"mode": mode}), "miner", KEYS)
     room = {"room": "s3://beam-room@http://127.0.0.1:1", "parallel": {"mode": "fsdp"}}
     preflight(BeamConfig.model_validate({"node": room}), "miner", {})  # rooms check nothing
 
