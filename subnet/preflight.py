@@ -27,9 +27,25 @@ def preflight(cfg: BeamConfig, role: str, environ: Mapping[str, str] | None = No
             check_credentials(cfg.node.storage, env)
         return
     check_holder_hotkey(cfg.protocol.holder_hotkey)
+    check_ranks(cfg, role, env)
     check_credentials(require_bucket(cfg.node.storage), env)
     if bool(env.get(READ_PAIR[0])) != bool(env.get(READ_PAIR[1])):
         raise ConfigError(f"set both {READ_PAIR[0]} and {READ_PAIR[1]}, or neither")
+
+
+def check_ranks(cfg: BeamConfig, role: str, env: Mapping[str, str]) -> None:
+    """A CPU miner whose uploads are checked runs on at most 2 ranks: validators replay a
+    multi-rank window by adding the ranks' gradients in rank order, which is gloo's sum for 2
+    ranks only (measured on ``tiny``: 4 ranks differ by 6e-7, which a chaotic window amplifies
+    past the tolerance)."""
+    world = int(env.get("WORLD_SIZE", "1") or 1)
+    cpu = cfg.node.neuron.device == "cpu"
+    if role == "miner" and cpu and cfg.protocol.scoring.checks and world > 2:
+        raise ConfigError(
+            f"torchrun --nproc_per_node {world}: validators' checks replay a CPU miner bit for "
+            "bit on at most 2 ranks; run --nproc_per_node 2, or one process with more "
+            "--neuron.threads"
+        )
 
 
 def check_device(device: str) -> None:

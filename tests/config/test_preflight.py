@@ -33,9 +33,19 @@ def test_room_mode_needs_no_holder_hotkey():
 
 
 def test_ddp_and_fsdp_miners_start_with_checks_on_and_in_rooms():
-    # Both replay bit for bit (tests/training/test_training_distributed.py).
+    # Both replay bit for bit on 2 ranks (tests/training/test_training_distributed.py).
     for mode in ("ddp", "fsdp"):
-        preflight(config(parallel={"mode": mode}), "miner", KEYS)
+        preflight(config(parallel={"mode": mode}), "miner", {**KEYS, "WORLD_SIZE": "2"})
+
+
+def test_a_cpu_miner_on_more_than_two_ranks_is_refused_while_checks_replay_it():
+    four = {**KEYS, "WORLD_SIZE": "4"}
+    with pytest.raises(ConfigError, match="nproc_per_node 4: validators' checks replay a CPU"):
+        preflight(config(), "miner", four)
+    preflight(config(), "validator", four)
+    unchecked = config().model_dump()
+    unchecked["protocol"]["scoring"]["checks"] = 0
+    preflight(BeamConfig.model_validate(unchecked), "miner", four)
     room = {"room": "s3://beam-room@http://127.0.0.1:1", "parallel": {"mode": "fsdp"}}
     preflight(BeamConfig.model_validate({"node": room}), "miner", {})  # rooms check nothing
 
