@@ -150,9 +150,9 @@ class ScoringConfig(BaseModel):
         description=(
             "relative L2 difference between the codec input a miner's answer implies and the "
             "replay's, above which a check fails (bench.py verify: a replay on the pinned "
-            "kernels and the miner's threads and ranks is exact, its error 4e-8 of rounding; an "
-            "FSDP2 miner's 6.5e-5 on tiny; a bias of 0.5 % of the update shows as 2.9e-4 or "
-            "more)"
+            "kernels and the miner's threads and ranks, one process or 2 DDP or FSDP2 ranks, is "
+            "exact, its error 4e-8 of rounding; a bias of 0.5 % of the update shows as 1e-3 or "
+            "more on hypertrain-20m)"
         ),
     )
     check_margin: float = Field(
