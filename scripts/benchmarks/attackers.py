@@ -19,11 +19,17 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-from loguru import logger
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from subnet.kernels import pin  # noqa: E402
+
+# The kernels every neuron pins, before torch loads (run_role's own pin() comes too late here):
+# an attacker who read the code trains on them too, so its honest part replays exactly.
+pin()
+
+import torch  # noqa: E402
+from loguru import logger  # noqa: E402
 
 from benchmarks.attack_base import Attacker  # noqa: E402
 from benchmarks.poisoners import (  # noqa: E402

@@ -68,7 +68,7 @@ def warm_start(optimizer: torch.optim.Optimizer, factor: float, floor: float = 0
             if floor > 0:
                 # The mean over the whole tensor, as one process computes it, also when FSDP2
                 # holds a shard of it: a validator replays in one process, bit for bit.
-                whole = _full(p.grad).detach().float().pow(2).mul_(factor)
+                whole = _full(p.grad).float().pow(2).mul_(factor) if _sharded(p.grad) else second
                 second = second.clamp_min((whole.mean() * floor).item())
             optimizer.state[p] = {
                 "step": torch.tensor(0.0, dtype=torch.float32),
