@@ -183,8 +183,8 @@ class ScoringConfig(BaseModel):
         description=(
             "pay senders no check has passed yet; false (the default) scores them 0 until one "
             "does (their probation; they are checked first), so a fresh hotkey that lies from "
-            "its first upload earns nothing and is never merged. A network's first windows, "
-            "with nobody verified yet, pay everyone"
+            "its first upload earns nothing and is never merged. Before a validator's first "
+            "check passes it pays nobody, so a network's first window merges nothing"
         ),
     )
 

@@ -115,9 +115,11 @@ def _metadata(world, name: str, hotkey: str, window: int) -> dict[str, str]:
 
 def test_honest_uploads_pass_their_checks_window_after_window(checked_world) -> None:
     holder, m1, m2, validator = roles(checked_world)
-    for window in (0, 1):
+    # The first window is paid to nobody (no check has passed yet); both pass, so the second
+    # window pays both.
+    for window, paid in ((0, "unverified"), (1, "scored")):
         play(holder, [m1, m2], validator, window)
-        assert {verdicts(validator)[m.rt.hotkey][0] for m in (m1, m2)} == {"scored"}
+        assert {verdicts(validator)[m.rt.hotkey][0] for m in (m1, m2)} == {paid}
     checks = records(validator, "check")
     assert len(checks) == 4 and all(c["ok"] for c in checks), checks
     assert all(c["error"] < 1e-6 for c in checks)  # one machine: equal up to the last bits
@@ -194,7 +196,8 @@ def test_a_missing_answer_is_owed_then_banned_past_the_grace(checked_world) -> N
     play(holder, [m1, m2], validator, 0)
     assert not [c for c in records(validator, "check") if c["hotkey"] == m2.rt.hotkey]
     assert m2.rt.hotkey not in validator.checker.banned  # owed, not a lie: tried again
-    assert verdicts(validator)[m2.rt.hotkey][0] == "scored"
+    # Not rejected: unpaid as every sender is before a check of it passes
+    assert verdicts(validator)[m2.rt.hotkey][0] == "unverified"
     grace = checked_world.runtimes["v1"].cfg.protocol.scoring.check_grace
     for window in range(1, grace + 2):
         play(holder, [m1, m2], validator, window)
@@ -339,7 +342,7 @@ def test_a_validator_restarted_after_its_notice_checks_whom_the_notice_named(
     assert [(c["hotkey"], c["ok"]) for c in records(again, "check")] == [(named, True)]
 
 
-def test_a_sender_no_check_has_passed_is_not_paid_once_someone_is_verified(
+def test_a_sender_no_check_has_passed_is_not_paid_even_in_the_first_window(
     world_with, monkeypatch
 ) -> None:
     monkeypatch.setattr(validator_module, "random_sample_ids",
@@ -348,8 +351,10 @@ def test_a_sender_no_check_has_passed_is_not_paid_once_someone_is_verified(
                        scoring={**ALL, "checks": 1})  # fmt: skip
     holder, m1, m2, validator = roles(world)
     play(holder, [m1, m2], validator, 0)
-    # Nobody was verified yet: the network's first window pays as it would without checks.
-    assert all(why != "unverified" for why, _ in verdicts(validator).values())
+    # Nobody was verified yet: the network's first window pays nobody (attackers that score
+    # above honest miners there would otherwise be merged before any check).
+    assert {why for why, _ in verdicts(validator).values()} == {"unverified"}
+    assert all(score == 0.0 for _, score in verdicts(validator).values())
     (first,) = validator.checker.targets[0]
     assert set(validator.checker.verified) == {first}
     play(holder, [m1, m2], validator, 1)
