@@ -38,7 +38,9 @@ def check_ranks(cfg: BeamConfig, role: str, env: Mapping[str, str]) -> None:
     multi-rank window by adding the ranks' gradients in rank order, which is gloo's sum for 2
     ranks only (measured on ``tiny``: 4 ranks differ by 6e-7, which a chaotic window amplifies
     past the tolerance)."""
-    world = int(env.get("WORLD_SIZE", "1") or 1)
+    from .training.distributed import world_size
+
+    world = world_size(env)
     cpu = cfg.node.neuron.device == "cpu"
     if role == "miner" and cpu and cfg.protocol.scoring.checks and world > 2:
         raise ConfigError(

@@ -30,7 +30,7 @@ import os
 import re
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import torch
@@ -210,9 +210,11 @@ def _broadcast_state(
         dist.broadcast(state["exp_avg_sq"], src=0, group=group)
 
 
-def world_size() -> int:
-    """Ranks in this launch: torchrun's ``WORLD_SIZE``, 1 without torchrun."""
-    return int(os.environ.get("WORLD_SIZE", "1"))
+def world_size(environ: Mapping[str, str] | None = None) -> int:
+    """Ranks in this launch: torchrun's ``WORLD_SIZE`` (in ``environ``, default this process's
+    environment), 1 without torchrun."""
+    env = os.environ if environ is None else environ
+    return int(env.get("WORLD_SIZE", "1") or 1)
 
 
 def rank_suffix() -> str:
