@@ -28,6 +28,7 @@ def preflight(cfg: BeamConfig, role: str, environ: Mapping[str, str] | None = No
         return
     check_holder_hotkey(cfg.protocol.holder_hotkey)
     check_ranks(cfg, role, env)
+    check_threads(cfg, role)
     check_credentials(require_bucket(cfg.node.storage), env)
     if bool(env.get(READ_PAIR[0])) != bool(env.get(READ_PAIR[1])):
         raise ConfigError(f"set both {READ_PAIR[0]} and {READ_PAIR[1]}, or neither")
@@ -47,6 +48,21 @@ def check_ranks(cfg: BeamConfig, role: str, env: Mapping[str, str]) -> None:
             f"torchrun --nproc_per_node {world}: validators' checks replay a CPU miner bit for "
             "bit on at most 2 ranks; run --nproc_per_node 2, or one process with more "
             "--neuron.threads"
+        )
+
+
+def check_threads(cfg: BeamConfig, role: str) -> None:
+    """A miner whose uploads are checked trains on at most ``MAX_THREADS`` CPU threads: a
+    validator replays its window on as many, whatever its own cores (``--neuron.threads 0``, the
+    default, is held to that at start)."""
+    from .wire.schema import MAX_THREADS
+
+    threads = cfg.node.neuron.threads
+    if role == "miner" and cfg.protocol.scoring.checks and threads > MAX_THREADS:
+        raise ConfigError(
+            f"--neuron.threads {threads}: validators replay a checked miner's window on its "
+            f"threads, at most {MAX_THREADS}; set --neuron.threads {MAX_THREADS} or less (or "
+            "train on 2 ranks)"
         )
 
 

@@ -356,11 +356,19 @@ class Miner(BaseNeuron):
                 "steps": str(result.steps),
                 "tokens": str(result.tokens),
                 "loss": f"{result.mean_loss:.6f}",
-                "threads": str(torch.get_num_threads()),  # a validator replays with as many
+                **self.threads(),
                 "ranks": str(self.trainer.world),
                 **self.held_now.metadata(),
             },
         )
+
+    def threads(self) -> dict[str, str]:
+        """The CPU threads an upload was trained on, which a validator's replay of it uses; said
+        only where uploads are checked (a chain's beacon, checks on), so a room's miner may train
+        on more than a check replays on (``MAX_THREADS``)."""
+        if self.rt.beacon is None or not self.rt.cfg.protocol.scoring.checks:
+            return {}
+        return {"threads": str(torch.get_num_threads())}
 
     def rewind(self, line: Line, moments: dict[str, torch.Tensor]) -> None:
         """Put the line's inner optimizer back to its ``moments`` before a window's training

@@ -69,6 +69,24 @@ def stopped_line(neuron: BaseNeuron) -> str:
     return f"{neuron.role} stopped while waiting for the next window; {done}"
 
 
+def hold_threads() -> None:
+    """A checked miner on torch's default threads trains on at most ``MAX_THREADS`` of them: a
+    validator replays its windows on as many (``preflight.check_threads``)."""
+    import torch
+
+    from ..wire.schema import MAX_THREADS
+
+    own = torch.get_num_threads()
+    if own > MAX_THREADS:
+        torch.set_num_threads(MAX_THREADS)
+        logger.info(
+            "miner: training on {} of this machine's {} threads, the most a validator's check "
+            "replays on (--neuron.threads)",
+            MAX_THREADS,
+            own,
+        )
+
+
 def run_role(role: type[BaseNeuron] | str, description: str, argv: list[str] | None = None) -> int:
     """Parse flags, build the runtime, run the role until a signal or ``--neuron.max_windows``.
 
@@ -102,6 +120,8 @@ def run_role(role: type[BaseNeuron] | str, description: str, argv: list[str] | N
         setup_logging(debug=log.debug, trace=log.trace, log_dir=log.dir, node=label)
         if node.neuron.threads:
             torch.set_num_threads(node.neuron.threads)
+        elif name == "miner" and not node.room and cfg.protocol.scoring.checks:
+            hold_threads()
         if node.neuron.device == "cpu" and cfg.protocol.scoring.checks:
             why = replay_warning(torch.backends.cpu.get_cpu_capability(), differ)
             if why:

@@ -22,8 +22,9 @@ from enum import Enum
 # would read different chunks; 8: a gradient says the CPU threads it was trained with, and the
 # replay that checks it uses as many, on the kernels ``subnet.kernels`` pins; 9: a multi-rank
 # miner adds each micro-batch's averaged gradient to the step's earlier ones, and FSDP2's norms
-# are taken over whole tensors, so DDP and FSDP2 miners replay bit for bit).
-PROTOCOL_VERSION = 9
+# are taken over whole tensors, so DDP and FSDP2 miners replay bit for bit; 10: a gradient says at
+# most 16 threads, the most a validator's replay of it runs on).
+PROTOCOL_VERSION = 10
 ROOT = "beam"
 _WINDOW_DIGITS = 12
 _RUN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")

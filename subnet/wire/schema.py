@@ -36,7 +36,9 @@ MAX_UNIT = 2**40  # a unit index (units of one inner step's samples)
 MAX_ABS_SCORE = 1e9  # scores are loss improvements, O(1); beyond this a report is nonsense
 MAX_LOSS = 1e6  # a cross-entropy loss is >= 0 and O(10)
 MAX_MEMBERS = 1 << 20  # members a tree partial covers
-MAX_THREADS = 256  # CPU threads a miner may say it trained with (a validator replays with as many)
+# CPU threads a miner may say it trained with: a validator replays with as many, so this bounds
+# what a check costs one with fewer cores (hypertrain-20m on 2 cores: 16 threads 1.2x, 256 4.6x)
+MAX_THREADS = 16
 MAX_RANKS = 64  # training ranks a miner may say it used (a validator's replay computes each one)
 MAX_MANIFEST_CHARS = 256 * 1024  # a model manifest's JSON (``subnet.versions.manifest``)
 

@@ -9,6 +9,7 @@ from subnet.preflight import bucket_hint, check_device, preflight
 from subnet.storage.base import StorageError
 from subnet.storage.config import StorageConfig
 from subnet.storage.s3 import S3Store
+from subnet.wire.schema import MAX_THREADS
 
 HOLDER = "5EZuTYXEpRNmj2SXy84QgFQRyAgusTJaTVtVgb1ex42dqz3p"
 KEYS = {"BEAM_S3_ACCESS_KEY_ID": "k", "BEAM_S3_SECRET_ACCESS_KEY": "s"}
@@ -47,6 +48,20 @@ def test_a_cpu_miner_on_more_than_two_ranks_is_refused_while_checks_replay_it():
     unchecked["protocol"]["scoring"]["checks"] = 0
     preflight(BeamConfig.model_validate(unchecked), "miner", four)
     room = {"room": "s3://beam-room@http://127.0.0.1:1", "parallel": {"mode": "fsdp"}}
+    preflight(BeamConfig.model_validate({"node": room}), "miner", {})  # rooms check nothing
+
+
+def test_a_checked_miner_on_more_threads_than_a_replay_runs_on_is_refused():
+    many = {"threads": MAX_THREADS + 1}
+    cfg = config(neuron=many)
+    with pytest.raises(ConfigError, match=f"--neuron.threads {MAX_THREADS + 1}: validators rep"):
+        preflight(cfg, "miner", KEYS)
+    preflight(config(neuron={"threads": MAX_THREADS}), "miner", KEYS)
+    preflight(cfg, "validator", KEYS)  # a validator's own threads are its business
+    unchecked = cfg.model_dump()
+    unchecked["protocol"]["scoring"]["checks"] = 0
+    preflight(BeamConfig.model_validate(unchecked), "miner", KEYS)
+    room = {"room": "s3://beam-room@http://127.0.0.1:1", "neuron": many}
     preflight(BeamConfig.model_validate({"node": room}), "miner", {})  # rooms check nothing
 
 
