@@ -13,14 +13,38 @@ import fcntl
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from stalls import Heartbeat
 
 from subnet.storage.local_server import MotoServer
 
 ROOT = Path(__file__).resolve().parents[1]
+# Wakes twice a second for the whole session: a failed test's report lists the times the whole
+# machine stopped (a paused VM, a clock jump), which no wall-clock run survives (``stalls.py``).
+HEARTBEAT = Heartbeat()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    HEARTBEAT.__enter__()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    HEARTBEAT.__exit__()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """A failed test's report says when the machine stalled this session, if it did."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and HEARTBEAT.stalls:
+        when = [(time.strftime("%H:%M:%S", time.gmtime(at)), lost) for at, lost in HEARTBEAT.stalls]
+        lines = [f"at {hms} UTC: {lost} s lost" for hms, lost in when]
+        report.sections.append(("the machine stalled this session", "\n".join(lines)))
 
 
 @pytest.fixture(scope="session")
