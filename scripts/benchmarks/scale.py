@@ -157,9 +157,12 @@ def holder_job(preset: str, paths: list[str], cfg: CompressionConfig, eager: boo
 def _history(log: FingerprintLog, supports: list, windows: int, numel: int) -> None:
     """Fill ``log`` with ``windows`` earlier windows of fingerprints, one per upload each: this
     window's index sets shifted by a window-dependent offset (other sets of the same size and
-    structure, as a steady state after ``windows`` windows would hold)."""
+    structure, as a steady state after ``windows`` windows would hold). Each set is reduced to
+    its fingerprint as it is made, as a validator does one upload at a time (``_measure``); all
+    of a window's sets at once would be the bench's own transient (2.3 MB each at 20M)."""
     for back in range(windows, 0, -1):
-        shifted = {str(i): np.sort((s + 7919 * back) % numel) for i, s in enumerate(supports())}
+        sets = enumerate(supports())
+        shifted = {str(i): log.of(np.sort((s + 7919 * back) % numel)) for i, s in sets}
         log.record(WINDOW - back, shifted)
 
 
