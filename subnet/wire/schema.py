@@ -37,7 +37,7 @@ MAX_ABS_SCORE = 1e9  # scores are loss improvements, O(1); beyond this a report 
 MAX_LOSS = 1e6  # a cross-entropy loss is >= 0 and O(10)
 MAX_MEMBERS = 1 << 20  # members a tree partial covers
 # CPU threads a miner may say it trained with: a validator replays with as many, so this bounds
-# what a check costs one with fewer cores (hypertrain-20m on 2 cores: 16 threads 1.2x, 256 4.6x)
+# what a check costs one with fewer cores (hypertrain-20m on 2 cores: 16 threads 1.20x, 256 3.7x)
 MAX_THREADS = 16
 MAX_RANKS = 64  # training ranks a miner may say it used (a validator's replay computes each one)
 MAX_MANIFEST_CHARS = 256 * 1024  # a model manifest's JSON (``subnet.versions.manifest``)
