@@ -55,7 +55,12 @@ def test_honest_miners_are_never_flagged_and_keep_the_weight(record):
     assert h["verdicts"].get("scored", 0) > 0, h["verdicts"]
     assert "copied" not in h["verdicts"] and "rejected" not in h["verdicts"], h["verdicts"]
     assert h["banned_by"] == 0 and h["check_banned_by"] == 0, h
-    assert min(h["validator_weight_share"]) >= 0.94, h
+    # A validator sets no weights while no miner has a significant score (3 short rounds of
+    # `tiny` can leave every own-data excess within its noise): it then pays nobody, honest or
+    # not. Every validator that paid someone paid the honest miners.
+    shares = [g["validator_weight_share"] for g in record["groups"].values()]
+    paid = [i for i, total in enumerate(map(sum, zip(*shares, strict=True))) if total > 0]
+    assert paid and all(h["validator_weight_share"][i] >= 0.94 for i in paid), h
     assert h["overlap"]["same_window_max"] < 0.9, h["overlap"]
 
 
