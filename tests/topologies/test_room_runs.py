@@ -98,10 +98,12 @@ def make_rooms(root: Path, refs: list[str], data: Path, **room) -> dict[str, Top
     return rooms
 
 
-def run_rooms(root: Path, refs: list[str], data: Path) -> None:
-    """``_run_rooms`` while a heartbeat watches for the machine stopping (``stalls.py``)."""
+def run_rooms(root: Path, refs: list[str], data: Path) -> bool:
+    """``_run_rooms`` while a heartbeat watches for the machine stopping (``stalls.py``); whether
+    it stopped."""
     with Heartbeat() as heartbeat:
         _run_rooms(root, refs, data, heartbeat)
+    return bool(heartbeat.stalls)
 
 
 def _run_rooms(root: Path, refs: list[str], data: Path, heartbeat: Heartbeat) -> None:
@@ -160,8 +162,7 @@ def room_runs(request, tmp_path_factory, neuron_data_dir) -> dict[str, RoomRun]:
     with FileLock(f"{root}.lock"):
         if not (root / "results.json").exists():
             root.mkdir(parents=True, exist_ok=True)
-            run_rooms(root, refs, neuron_data_dir)
-            if json.loads((root / "results.json").read_text())["machine"]["stalls"]:
+            if run_rooms(root, refs, neuron_data_dir):  # the machine stopped during the runs
                 root.rename(root.with_name(f"{root.name}-stalled"))  # kept to read
                 root.mkdir()
                 run_rooms(root, refs, neuron_data_dir)  # once: what it gives, counts
