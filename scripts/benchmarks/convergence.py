@@ -159,7 +159,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add("--methods", default="ddp,diloco,sparseloco",
         help=f"comma-separated, from ddp,{','.join(METHODS)}")  # fmt: skip
-    codec = parser.add_argument_group("the sparse methods' codec (default: the protocol's)")
+    codec = parser.add_argument_group("the sparse methods' codec, outer step (default: protocol)")
+    codec.add_argument("--outer", choices=("sgd", "nesterov"), default=None)
+    codec.add_argument("--outer-momentum", type=float, default=None, help="with --outer nesterov")
     codec.add_argument("--ef-decay", type=float, default=None)
     codec.add_argument("--topk", type=int, default=None)
     codec.add_argument("--chunk", type=int, default=None)
@@ -176,11 +178,8 @@ def method_of(name: str, args: argparse.Namespace) -> Method:
             for k, v in (("ef_decay", args.ef_decay), ("topk", args.topk), ("chunk", args.chunk))
             if v is not None
         }
-        outer = (
-            method.outer
-            if args.outer_lr is None
-            else method.outer.model_copy(update={"lr": args.outer_lr})
-        )
+        changes = (("name", args.outer), ("lr", args.outer_lr), ("momentum", args.outer_momentum))
+        outer = method.outer.model_copy(update={k: v for k, v in changes if v is not None})
         method = Method(
             method.compression.model_copy(update=update),
             outer,
