@@ -29,11 +29,11 @@ HEARTBEAT = Heartbeat()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    HEARTBEAT.__enter__()
+    HEARTBEAT.start()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    HEARTBEAT.__exit__()
+    HEARTBEAT.stop()
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -42,8 +42,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     outcome = yield
     report = outcome.get_result()
     if report.failed and HEARTBEAT.stalls:
-        when = [(time.strftime("%H:%M:%S", time.gmtime(at)), lost) for at, lost in HEARTBEAT.stalls]
-        lines = [f"at {hms} UTC: {lost} s lost" for hms, lost in when]
+        lines = [
+            f"at {time.strftime('%H:%M:%S', time.gmtime(at))} UTC: {lost} s lost"
+            for at, lost in HEARTBEAT.stalls
+        ]
         report.sections.append(("the machine stalled this session", "\n".join(lines)))
 
 

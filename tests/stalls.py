@@ -30,13 +30,21 @@ class Heartbeat:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
 
-    def __enter__(self) -> Heartbeat:
+    def start(self) -> Heartbeat:
+        """Start beating in a thread of its own."""
         self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def stop(self) -> None:
+        """Stop beating; ``stalls`` and ``worst`` keep what was seen."""
         self._stop.set()
         self._thread.join()
+
+    def __enter__(self) -> Heartbeat:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
 
     def beat(self, last: float) -> float:
         """One wake-up after ``last``: record a stall if it came late; the new ``last``."""
