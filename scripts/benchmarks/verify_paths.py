@@ -30,6 +30,11 @@ PATHS: dict[str, tuple[dict[str, str], int, str | None]] = {
     # ATen pinned to AVX2 (what a protocol could require), MKL or threads still free
     "avx2-mkl": ({"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}, 1, None),
     "avx2-t2": ({"ATEN_CPU_CAPABILITY": "avx2"}, 2, None),
+    # what every neuron runs (subnet.kernels.pin: ATen and MKL both held to AVX2), 1 or 2
+    # threads; the paths above leave MKL free, which on an Intel CPU with AVX-512 or AMX takes
+    # its own kernels (another replay class)
+    "pinned": (dict(PINNED), 1, None),
+    "pinned-t2": (dict(PINNED), 2, None),
     # the kernels subnet.kernels pins, on a CPU whose MKL has only AVX2
     "avx2-mkl-t2": ({**PINNED, "MKL_ENABLE_INSTRUCTIONS": "AVX2"}, 2, None),
     # 2-rank miners on the kernels subnet.kernels pins, MKL held to AVX2 (another CPU than the
@@ -39,10 +44,12 @@ PATHS: dict[str, tuple[dict[str, str], int, str | None]] = {
 }
 
 # What ``bench.py verify`` runs unless ``--paths`` says otherwise: miners as Beam runs them, on
-# the ATen kernels ``subnet.kernels`` pins, with MKL free or held to AVX2 (another CPU), on 1 or
-# 2 threads, 1 or 2 ranks. ``default``, ``best``, ``mkl-avx2`` and ``threads2`` are what an
-# operator who overrides the pin runs.
-DEFAULT_PATHS = ("avx2", "avx2-mkl", "avx2-t2", "avx2-mkl-t2", "ddp2", "fsdp2")
+# the kernels ``subnet.kernels`` pins, on this CPU or with MKL's instructions held to AVX2 too
+# (another CPU), on 1 or 2 threads, 1 or 2 ranks. ``default``, ``best``, ``mkl-avx2``,
+# ``threads2``, ``avx2``, ``avx2-mkl`` and ``avx2-t2`` are what an operator who overrides the
+# pin runs (on an AMD CPU MKL takes its AVX2 kernels unpinned; on an Intel one with AVX-512 or
+# AMX it does not).
+DEFAULT_PATHS = ("pinned", "avx2-mkl-t2", "pinned-t2", "ddp2", "fsdp2")
 
 
 def bases_on_disk(args: argparse.Namespace, p: ProtocolConfig, folder: Path) -> Path:

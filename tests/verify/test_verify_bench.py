@@ -24,7 +24,7 @@ def _args(data: Path, runs: Path, *extra: str) -> argparse.Namespace:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=1)
     verify.add_arguments(parser)
-    paths = ["--paths", "avx2,avx2-t2,avx2-mkl-t2,ddp2,fsdp2", "--runs", str(runs)]
+    paths = ["--paths", "pinned,pinned-t2,avx2-mkl-t2,ddp2,fsdp2", "--runs", str(runs)]
     inner = ["--inner-steps", "3", "--inner", "moment_init=12"]
     flags = ["--cost-preset", "tiny", "--cost-data", str(data), "--honest-data", str(data)]
     return parser.parse_args([*flags, *paths, *inner, *extra])
@@ -64,12 +64,12 @@ def test_honest_paths_pass_and_half_a_percent_lies_do_not(record) -> None:
     # (1 thread a rank, other kernels) are checked by the 1-thread path
     assert record["honest_checks"] == 2 * (2 + 1 + 1)
     assert record["replay_threads"] == "miner"
-    # The 2-thread paths differ in MKL's instructions (another CPU) and the pinned variables:
-    # on the kernels subnet.kernels pins a replay is the miner's training bit for bit, a 2-rank
-    # DDP or FSDP2 miner's too (replayed as its 2 ranks)
+    # The 2-thread paths differ in MKL's instructions (another CPU): on the kernels
+    # subnet.kernels pins a replay is the miner's training bit for bit, a 2-rank DDP or FSDP2
+    # miner's too (replayed as its 2 ranks), on an AMD or an Intel CPU alike
     exact = record["honest_bitwise_windows_by_pair"]
-    assert exact["avx2-mkl-t2>avx2-t2"] == exact["avx2-t2>avx2-mkl-t2"] == 2
-    assert (exact["ddp2>avx2"], exact["fsdp2>avx2"]) == (2, 2)
+    assert exact["avx2-mkl-t2>pinned-t2"] == exact["pinned-t2>avx2-mkl-t2"] == 2
+    assert (exact["ddp2>pinned"], exact["fsdp2>pinned"]) == (2, 2)
     assert 0 <= record["honest_spread_max"] < record["tolerance"] == record["tolerance_max"]
     assert record["honest_false_flags"] == 0
     assert (
