@@ -103,7 +103,10 @@ def apply_patch(base: Mapping[str, torch.Tensor], patch: Payload) -> dict[str, t
         raise PatchError(Reason.SHAPE_MISMATCH, "counts do not fit the base")
     expected = sum(c * (4 + base[n].element_size()) for c, n in zip(counts, names, strict=True))
     inflater = zlib.decompressobj()
-    raw = inflater.decompress(patch["data"].numpy().tobytes(), expected + 1)
+    try:
+        raw = inflater.decompress(patch["data"].numpy().tobytes(), expected + 1)
+    except zlib.error as exc:
+        raise PatchError(Reason.CORRUPT, str(exc)) from None
     if len(raw) != expected or not inflater.eof:
         raise PatchError(Reason.SHAPE_MISMATCH, "decompressed size does not match the counts")
     out: dict[str, torch.Tensor] = {}

@@ -132,7 +132,8 @@ def commitments(meta: GradientMeta, window: int) -> tuple[str, int | None, str]:
 
 def read_notice(rt: Runtime, window: int, validator: str) -> CheckNotice | None:
     """``validator``'s notice for ``window``; None when it is not there (yet) or unreadable
-    now. Raises ``Rejected`` for one that is there and refused."""
+    now. Raises ``Rejected`` for one that is there and refused: by its schema, or for a
+    verdict on a window its validator could not have checked by then (``verdict_windows``)."""
     lane = notice_lane(rt)
     reader = rt.reader(validator)
     if lane is None or reader is None:
@@ -142,7 +143,9 @@ def read_notice(rt: Runtime, window: int, validator: str) -> CheckNotice | None:
         envelope = inbox.fetch(reader, ObjectKind.CHECKS, window, validator, max_bytes=NOTICE_BYTES)
     except (ObjectNotFound, StorageError):
         return None
-    return envelope.message(CheckNotice)
+    notice = envelope.message(CheckNotice)
+    notice.refuse_outside(window, rt.cfg.protocol.scoring.check_grace)
+    return notice
 
 
 def named_by(rt: Runtime, window: int, held: Held) -> list[str]:

@@ -47,7 +47,7 @@ from ..verify.check import Outcome, check, chunks_for, levels, spread, tolerance
 from ..verify.chunks import FRESH
 from ..verify.draw import chunk_sample, targets
 from ..wire import Rejected
-from ..wire.schema import MAX_VERDICTS, CheckNotice, CheckVerdict
+from ..wire.schema import MAX_VERDICTS, CheckNotice, CheckVerdict, verdict_windows
 from . import check_reads as reads
 from .answers import (
     Malformed,
@@ -155,7 +155,9 @@ class Checker:
             p.scoring.check_share,
         )
         self.targets = {w: t for w, t in self.targets.items() if w >= window - 2}
-        notice = CheckNotice(targets=tuple(chosen), verdicts=tuple(self.results[-MAX_VERDICTS:]))
+        low, _ = verdict_windows(window, p.scoring.check_grace)
+        results = [r for r in self.results if low <= r.window <= window][-MAX_VERDICTS:]
+        notice = CheckNotice(targets=tuple(chosen), verdicts=tuple(results))
         try:
             outbox = self.rt.outbox(notice_lane(self.rt))
             _, written = outbox.publish(ObjectKind.CHECKS, window, {}, metadata=notice.wire())
@@ -253,7 +255,20 @@ class Checker:
                 continue
             try:
                 notice = read_notice(self.rt, window, validator)
-            except Rejected:
+            except Rejected as refused:  # nothing of it counts: one signed notice, one reading
+                logger.info(
+                    "window {}: the check notice of validator {} is refused ({})",
+                    window,
+                    validator[:8],
+                    refused,
+                )
+                self.rt.metrics.log(
+                    "notice_refused",
+                    window=window,
+                    validator=validator,
+                    reason=str(refused.reason),
+                    detail=refused.detail[:200],
+                )
                 continue
             if notice is None:
                 continue

@@ -20,7 +20,6 @@ rebuilt into new dicts, so a failure never leaves a half-applied state behind.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Mapping
 from typing import Literal
 
@@ -238,7 +237,7 @@ class ModelSync:
             return apply_patch(state, patch.tensors)
         except PatchError as exc:
             raise SyncError(f"patch:{exc.reason}", f"version {v}: {exc}") from None
-        except (zlib.error, ValueError, TypeError, IndexError, RuntimeError) as exc:
+        except (ValueError, TypeError, IndexError, RuntimeError) as exc:
             # A signed patch whose stream is corrupt (the holder's bug or a bad disk): the
             # caller falls back to the checkpoint path instead of failing the window.
             raise SyncError("patch:corrupt", f"version {v}: {exc}") from None

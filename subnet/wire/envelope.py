@@ -14,6 +14,7 @@ is rejected even though its signature is valid.
 from __future__ import annotations
 
 import hashlib
+import json
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from bittensor.sp_core import verify
 from pydantic import ValidationError
 
 from subnet.storage.keys import PROTOCOL_VERSION, ObjectKind, lane_of
+from subnet.wire.fields import DuplicateKey, unique_keys
 from subnet.wire.header import Expected, Header, Signer
 from subnet.wire.payload import (
     PayloadSpec,
@@ -193,8 +195,15 @@ def _read_header(blob: bytes) -> tuple[Header, int]:
     end = _PREFIX.size + header_len
     if header_len > MAX_HEADER_BYTES or end + SIGNATURE_BYTES > len(blob):
         raise Rejected(Reason.MALFORMED_ENVELOPE, f"header length {header_len} out of bounds")
+    raw = blob[_PREFIX.size : end]
+    try:  # the signed header reads one way only: a key named twice is refused
+        json.loads(raw, object_pairs_hook=unique_keys)
+    except DuplicateKey as exc:
+        raise Rejected(Reason.DUPLICATE_KEY, f"header: {exc}") from None
+    except (ValueError, RecursionError):
+        pass  # not JSON: the schema's parse below says what is wrong
     try:
-        return Header.model_validate_json(blob[_PREFIX.size : end]), end
+        return Header.model_validate_json(raw), end
     except ValidationError as exc:
         raise Rejected(Reason.MALFORMED_HEADER, _first_error(exc)) from None
 

@@ -107,6 +107,26 @@ class Pairs(list):
     """A JSON object as its list of pairs (so duplicate keys stay visible)."""
 
 
+class DuplicateKey(ValueError):
+    """A JSON object that names one key twice: signed bytes that parsers may read two ways
+    (most keep the last value, some the first)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"the key {key[:60]!r} appears twice")
+        self.key = key
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``' ``object_pairs_hook``: the object as a dict, ``DuplicateKey`` if a key
+    repeats."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKey(key)
+        out[key] = value
+    return out
+
+
 def _no_constant(name: str) -> float:
     raise FieldError(Reason.NOT_JSON, f"{name} is not a JSON number")
 

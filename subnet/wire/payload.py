@@ -15,6 +15,7 @@ import safetensors
 import safetensors.torch
 import torch
 
+from subnet.wire.fields import DuplicateKey, unique_keys
 from subnet.wire.reasons import Reason, Rejected
 
 MAX_SAFETENSORS_HEADER = 1 << 20  # 1 MiB of tensor table is far more than any Beam payload needs
@@ -69,8 +70,10 @@ def read_table(payload: bytes) -> tuple[dict[str, tuple[str, tuple[int, ...]]], 
     """Parse the safetensors header: `{name: (dtype code, shape)}` and the string metadata.
 
     Total on hostile input: any malformed table (bad JSON, nesting past the parser's limit,
-    wrongly typed entries, absurd numbers) is `Rejected(malformed_payload)` or, for an unknown
-    dtype, `Rejected(dtype_mismatch)`; nothing else escapes.
+    wrongly typed entries, absurd numbers) is `Rejected(malformed_payload)`, a key named twice
+    at any level (a metadata key, a tensor name) `Rejected(duplicate_key)` (what a signature
+    covers reads one way only), an unknown dtype `Rejected(dtype_mismatch)`; nothing else
+    escapes.
     """
     if len(payload) < 8:
         raise Rejected(Reason.MALFORMED_PAYLOAD, "shorter than the safetensors length prefix")
@@ -78,7 +81,14 @@ def read_table(payload: bytes) -> tuple[dict[str, tuple[str, tuple[int, ...]]], 
     if size > min(MAX_SAFETENSORS_HEADER, len(payload) - 8):
         raise Rejected(Reason.MALFORMED_PAYLOAD, f"safetensors header length {size} out of bounds")
     try:
-        raw = json.loads(payload[8 : 8 + size], parse_constant=_no_constant, parse_int=_small_int)
+        raw = json.loads(
+            payload[8 : 8 + size],
+            parse_constant=_no_constant,
+            parse_int=_small_int,
+            object_pairs_hook=unique_keys,
+        )
+    except DuplicateKey as exc:  # before ValueError: it is one
+        raise Rejected(Reason.DUPLICATE_KEY, f"safetensors header: {exc}"[:200]) from None
     except RecursionError:
         raise Rejected(Reason.MALFORMED_PAYLOAD, "safetensors header nested too deeply") from None
     except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError

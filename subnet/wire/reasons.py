@@ -71,7 +71,10 @@ class Reason(str, Enum):
     TOO_DEEP = "too_deep", "JSON nested beyond the parser's limit"
     NOT_AN_OBJECT = "not_an_object", "the top level is not a {hotkey: value} object"
     TOO_MANY_ENTRIES = "too_many_entries", "more entries than the bound"
-    DUPLICATE_KEY = "duplicate_key", "the same hotkey twice"
+    DUPLICATE_KEY = (
+        "duplicate_key",
+        "the same key twice: a hotkey in a report, a key of a header or payload table",
+    )
     BAD_KEY = "bad_key", "a key that is not a valid ss58 address"
     BAD_SCORE = "bad_score", "a score that is not a finite number within bounds (booleans too)"
     BAD_DIGEST = "bad_digest", "a digest that is not 64 lowercase hex characters"

@@ -406,6 +406,8 @@ def _targets(value: object) -> tuple[str, ...]:
     targets = tuple(t for t in text.split(",") if t) if text else ()
     if len(targets) > MAX_TARGETS or not all(f.is_ss58(t) for t in targets):
         raise f.FieldError(Reason.CHECK_BAD_NOTICE, f"targets: not {MAX_TARGETS} hotkeys or fewer")
+    if len(set(targets)) != len(targets):
+        raise f.FieldError(Reason.CHECK_BAD_NOTICE, "targets: a hotkey named twice")
     return targets
 
 
@@ -425,6 +427,8 @@ def _verdicts(value: object) -> tuple[CheckVerdict, ...]:
         if not _ERROR.fullmatch(error) or not float(error) <= MAX_CHECK_ERROR:
             raise f.FieldError(Reason.CHECK_BAD_NOTICE, f"{entry[:80]!r}: error not in [0, 1e9]")
         out.append(CheckVerdict(int(window), hotkey, result, float(error)))
+    if len({(v.window, v.hotkey) for v in out}) != len(out):
+        raise f.FieldError(Reason.CHECK_BAD_NOTICE, "two verdicts on one upload")
     return tuple(out)
 
 
@@ -447,6 +451,31 @@ class CheckNotice(Message):
         " `check_` code, error an ASCII decimal in [0, 10^9] (a larger one, inf included, written as 1e+09)",
         _verdicts_wire,
     ) = ()
+
+    def refuse_outside(self, window: int, grace: int) -> None:
+        """``Rejected(check_bad_notice)`` unless every verdict names a window the notice's
+        validator could have checked by ``window`` (``verdict_windows``): a verdict of a later
+        window would vouch for a sender ahead of any check, one far back for an upload no
+        validator holds any more."""
+        low, high = verdict_windows(window, grace)
+        for v in self.verdicts:
+            if not low <= v.window <= high:
+                raise Rejected(
+                    Reason.CHECK_BAD_NOTICE,
+                    f"a verdict of window {v.window} in the notice of window {window} "
+                    f"(verdicts name windows {low}..{high})",
+                )
+
+
+def verdict_windows(window: int, grace: int) -> tuple[int, int]:
+    """The windows a verdict in the notice of ``window`` may name, both ends included.
+
+    A check of window ``w`` runs in the idle time after ``w``'s report, and may wait there
+    ``grace`` windows (``scoring.check_grace``) for its answer, then goes out in the next
+    notice: windows ``window - grace - 2`` to ``window``. A validator drops older results
+    before it writes (a notice that failed to go out leaves them waiting).
+    """
+    return max(0, window - grace - 2), window
 
 
 # -- the rest ---------------------------------------------------------------------------------

@@ -399,3 +399,23 @@ def test_a_validator_that_claims_an_honest_miner_failed_is_contradicted_and_then
     _notice(world, "v2", 2, CheckVerdict(1, stranger, "pass", 0.0))
     play(holder, [m1, m2], validator, 2)
     assert stranger not in validator.checker.verified
+
+
+def test_a_notice_that_vouches_for_a_window_not_yet_checked_is_refused_whole(
+    world_with, monkeypatch
+) -> None:
+    monkeypatch.setattr(validator_module, "random_sample_ids",
+                        functools.partial(random_sample_ids, seed=0))  # fmt: skip
+    names = {"holder": "holder", "v1": "validator", "v2": "validator", "m1": "miner", "m2": "miner"}
+    world = world_with(names, scoring=ALL)
+    holder, m1, m2, validator = roles(world)
+    stranger, vouched = world.runtimes["holder"].hotkey, m2.rt.hotkey
+    # v2's notice of window 0 vouches for a hotkey far ahead (until window 999999999999) and,
+    # beside it, for m2 in window 0 itself: one signed notice, refused whole.
+    _notice(world, "v2", 0, CheckVerdict(0, vouched, "pass", 0.0),
+            CheckVerdict(999_999_999_999, stranger, "pass", 0.0))  # fmt: skip
+    play(holder, [m1, m2], validator, 0)
+    assert stranger not in validator.checker.verified
+    refused = records(validator, "notice_refused")
+    assert [(r["window"], r["reason"]) for r in refused] == [(0, "check_bad_notice")]
+    assert "999999999999" in refused[0]["detail"]
