@@ -118,7 +118,8 @@ class ProtocolConfig(_Strict):
     # SparseLoCo's outer step is plain SGD: the senders' error feedback already plays the role
     # of DiLoCo's outer momentum, and Nesterov on top of it overshoots (docs/benchmarks.md).
     outer: OuterConfig = OuterConfig(name="sgd", lr=2.0)
-    aggregation: AggregationConfig = AggregationConfig()
+    # Untrusted senders: a lie kept to a few chunks is held to what others push there.
+    aggregation: AggregationConfig = AggregationConfig(guard=True)
     compression: CompressionConfig = CompressionConfig()
     scoring: ScoringConfig = ScoringConfig()
 

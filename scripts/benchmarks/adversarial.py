@@ -22,8 +22,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from benchmarks import dodge_measures, draw_sim
 from benchmarks.common import REPO, environment
 from subnet.chain import ChainClient, build_subtensor
+from subnet.config import ProtocolConfig, load_toml
+from subnet.data import TokenDataset
 from subnet.localnet import LocalStack, StackSettings
 from subnet.localnet.neurons import NeuronSet, write_protocol
 from subnet.localnet.run import read_records
@@ -33,10 +36,13 @@ ALL_ATTACKS = ("copier", "noisy_copier", "stale_replayer", "lazy_trainer", "subt
                "hugging_poisoner", "orthogonal_poisoner", "heldout_poisoner", "sign_flipper",
                "inflater", "switcher", "free_rider", "late_uploader", "malformed_sender",
                "envelope_replayer", "state_poisoner", "bias_group_a", "bias_group_b",
-               "bias_group_c", "late_liar")  # fmt: skip
+               "bias_group_c", "late_liar", "narrow_liar", "turncoat",
+               *(f"late_answerer_{i}" for i in range(8)))  # fmt: skip
+# Late answerers: counted as one group (their shares summed), like the bias group.
+LATE = tuple(f"late_answerer_{i}" for i in range(8))
 COPIES = ("copier", "noisy_copier", "stale_replayer", "envelope_replayer")  # they need victims
 # They train honestly: their target is an honest miner's pay, no more.
-HONEST_WORK = ("inflater",)
+HONEST_WORK = ("inflater", *LATE)
 # Three hotkeys that share one bias (``poisoners.BiasGroup``): each kind, and the three together.
 GROUP = ("bias_group_a", "bias_group_b", "bias_group_c")
 # Their scored upload is not what they leave for the holder: it must not be merged at all (and
@@ -295,9 +301,33 @@ def run(args: argparse.Namespace) -> dict:
         record["loss_over_clean"] = round(
             attacked["final_heldout_loss"] / clean["final_heldout_loss"], 4
         )
+    record["dodgers"] = _dodgers(base, args, attacks)
     record["targets_met"] = targets(record)
     record["env"] = {**env, "load_avg_1m_end": environment("cpu")["load_avg_1m"]}
     return record
+
+
+def _dodgers(base: Path, args: argparse.Namespace, attacks: list[str]) -> dict:
+    """The checks' figures (issue 41): the narrow liar's drift, the turncoat's first check, the
+    largest sender share of a window's merge, and the draw simulated over many beacons."""
+    root = base / "attacked"
+    names = json.loads((root / "groups.json").read_text())
+    validators = _metrics(root, "validator")
+    out: dict = {"largest_share": dodge_measures.largest_share(_metrics(root, "holder")[0])}
+    if "turncoat" in attacks:
+        out["turncoat"] = dodge_measures.first_check_after_turn(
+            root, names["turncoat"][0], validators
+        )
+    if "narrow_liar" in attacks and (base / "clean").exists():
+        p = ProtocolConfig.model_validate(load_toml(root / "protocol.toml")["protocol"])
+        vocab = TokenDataset.from_folder(ensure_data(args.data.resolve()), seq_len=p.seq_len)
+        out["narrow"] = dodge_measures.narrow_drift_sd(
+            root, base / "clean", names["narrow_liar"][0], p.model, vocab.vocab_size, p.seed,
+            p.compression.chunk,
+        )  # fmt: skip
+    late = sum(k in LATE for k in attacks)
+    out["draw"] = draw_sim.record(args.honest + len(attacks) - late, late)
+    return out
 
 
 def targets(record: dict) -> dict:
@@ -345,4 +375,16 @@ def targets(record: dict) -> dict:
     out["honest_keep_ge_95pct"] = min(kept) >= 0.95
     if "loss_over_clean" in record:
         out["loss_within_2pct_of_clean"] = record["loss_over_clean"] <= 1.02
+    dodgers = record.get("dodgers", {})
+    if dodgers.get("narrow", {}).get("narrow_drift_sd") is not None:
+        out["narrow_drift_le_1sd"] = dodgers["narrow"]["narrow_drift_sd"] <= 1.0
+    share = dodgers.get("largest_share", {}).get("max_over_honest_share")
+    if share is not None:
+        out["no_sender_above_2x_honest_share"] = share <= 2.0 + 1e-6
+    if "draw" in dodgers:
+        first = dodgers["draw"]["windows_to_first_check"]
+        late = [k for k in first if k.startswith("with_")]
+        out["verified_liar_checked_within_n_over_k"] = first["without_late_answerers"] <= first[
+            "n_over_k_without"
+        ] * 1.05 and all(first[k] <= first["n_over_k_with"] * 1.05 for k in late)
     return out

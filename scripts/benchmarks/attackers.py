@@ -32,6 +32,7 @@ import torch  # noqa: E402
 from loguru import logger  # noqa: E402
 
 from benchmarks.attack_base import Attacker  # noqa: E402
+from benchmarks.dodgers import NarrowLiar, Turncoat, late_answerers  # noqa: E402
 from benchmarks.poisoners import (  # noqa: E402
     BiasGroup,
     HeldoutPoisoner,
@@ -299,6 +300,11 @@ ATTACKS: dict[str, type[Attacker]] = {
     "bias_group_b": BiasGroup,
     "bias_group_c": BiasGroup,
     "late_liar": LateLiar,
+    # the checks' dodgers (``dodgers.py``): a lie kept to a few chunks, a miner that turns
+    # once verified, late answerers that join in pairs and hold the newcomers' places
+    "narrow_liar": NarrowLiar,
+    "turncoat": Turncoat,
+    **late_answerers(8),
 }
 
 

@@ -89,6 +89,8 @@ class Checker:
         self.tasks: list[Task] = []  # memory only: a restart loses them
         self.results: list[CheckVerdict] = []  # finished since the last notice
         self.targets: dict[int, list[str]] = {}  # window -> the senders this validator named
+        # newcomer -> the last window any validator's notice named it (the newcomers' queue)
+        self.named: dict[str, int] = {}
         # window -> (its accepted uploads, its model): the last two, for confirmations
         self.held: dict[int, tuple[dict[str, Received], dict[str, torch.Tensor]]] = {}
         self.replayer: Replayer | None = None
@@ -119,12 +121,13 @@ class Checker:
             "banned": self.banned,
             "verified": self.verified,
             "distrust": self.distrust,
+            "named": self.named,
             "outs": {hk: {str(w): d for w, d in v.items()} for hk, v in self.outs.items()},
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Load what :meth:`state_dict` saved."""
-        for name in ("banned", "verified", "distrust"):
+        for name in ("banned", "verified", "distrust", "named"):
             setattr(self, name, {k: int(v) for k, v in state.get(name, {}).items()})
         self.outs = {
             hk: {int(w): str(d) for w, d in v.items()} for hk, v in state.get("outs", {}).items()
@@ -153,6 +156,7 @@ class Checker:
             me,
             p.scoring.checks,
             p.scoring.check_share,
+            {hk: w for hk, w in self.named.items() if hk not in self.verified},
         )
         self.targets = {w: t for w, t in self.targets.items() if w >= window - 2}
         low, _ = verdict_windows(window, p.scoring.check_grace)
@@ -173,6 +177,7 @@ class Checker:
             self.targets[window] = []
             return
         self.targets[window] = chosen
+        self._note_named(window, chosen)
         self.results = []
         logger.info("window {}: checking {}", window, ", ".join(t[:8] for t in chosen) or "none")
 
@@ -272,8 +277,17 @@ class Checker:
                 continue
             if notice is None:
                 continue
+            self._note_named(window, notice.targets)
             for verdict in notice.verdicts:
                 self._learn(validator, verdict, window)
+
+    def _note_named(self, window: int, hotkeys) -> None:
+        """Newcomers named in ``window``'s notices go behind the others in the queue; the
+        verified and the banned leave it (the draw shuffles them by the beacon alone)."""
+        for hotkey in hotkeys:
+            self.named[hotkey] = max(self.named.get(hotkey, -1), window)
+        done = self.verified.keys() | self.banned.keys()
+        self.named = {hk: w for hk, w in self.named.items() if hk not in done}
 
     def _learn(self, validator: str, verdict: CheckVerdict, window: int) -> None:
         """Another validator's verdict (none while that validator's claims are ignored): a pass

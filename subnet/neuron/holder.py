@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -33,6 +34,7 @@ from ..storage.base import ObjectNotFound, StorageError
 from ..storage.counting import ddp_ring_bytes
 from ..storage.keys import ObjectKind
 from ..training import build_outer_optimizer, load_parameters, snapshot
+from ..training.guard import PersistenceGuard
 from ..training.streaming import merge_payloads
 from ..versions import VersionPublisher
 from ..versions.delta import Resparsifier, SparseDelta, uses_sparse_broadcast
@@ -134,7 +136,9 @@ class ModelHolder(BaseNeuron):
             max_bytes=max(rt.max_bytes, checkpoint_bytes(model)),
             lane=lane,
         )
-        self.own = ModelLine(model, outer, publisher, lane, broadcast=broadcast)
+        shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+        guard = PersistenceGuard(shapes, p.compression.chunk) if self.aggregation.guard else None
+        self.own = ModelLine(model, outer, publisher, lane, broadcast=broadcast, guard=guard)
         self.line = self.own  # the line merged and published now (a sweep point's, lent)
         self.points = Points(self)  # one model per sweep point, if the slot's steps name any
         self.points.build()
@@ -177,6 +181,7 @@ class ModelHolder(BaseNeuron):
     unpublished = OnLine()
     broadcast = OnLine()
     pending_delta = OnLine()
+    guard = OnLine()  # the persistence guard (its own line only)
     saved = ("own", "caught", "admitted", "points")
     rebuilt = ("grads", "scores", "data", "aggregation", "compressor", "line")
 
@@ -296,7 +301,13 @@ class ModelHolder(BaseNeuron):
             shapes,
             [weights[hk] for hk in chosen],
             self.aggregation,
+            self._guarded(window, {hk: got.accepted[hk].payload for hk in chosen}, shapes),
         )
+        # Weights sum to at most 1 (``scoring.merge.cap_shares``): the mass no sender may
+        # take this window is not merged, so a few verified senders take a smaller step.
+        mass = sum(weights[hk] for hk in chosen)
+        if mass < 1.0:
+            delta = {name: t * mass for name, t in delta.items()}
         params = self._outer_step(params, delta, window)
         load_parameters(self.model, params)
         self.unpublished = window
@@ -322,6 +333,18 @@ class ModelHolder(BaseNeuron):
             ddp_ring_bytes_per_worker=ring,
             merge_seconds=round(time.perf_counter() - started, 3),
         )
+
+    def _guarded(self, window: int, payloads: dict, shapes: dict) -> list | None:
+        """The persistence guard's transforms of the merged uploads (``subnet.training.guard``),
+        None without one; what it held back goes to the metrics (``guard``)."""
+        if self.guard is None:
+            return None
+        decode = partial(self.compressor.decode, shapes=shapes)
+        transforms, held = self.guard.transforms(payloads, decode)
+        self.guard.forget(set(self.rt.writers(self.grads)) if self.grads else set(payloads))
+        if held:
+            self.rt.metrics.log("guard", window=window, held=held)
+        return transforms
 
     def _outer_step(
         self, params: dict[str, torch.Tensor], delta: dict[str, torch.Tensor], window: int
@@ -431,6 +454,10 @@ class ModelHolder(BaseNeuron):
             "admitted": self.admitted,
             **points_meta,
         }
+        if own.guard is not None:  # the persistence guard: its secret sketch and memory
+            guard = own.guard.state_dict()
+            meta["guard_seed"] = guard["seed"]
+            tensors.update(prefixed(guard["memory"], "guard"))
         if own.broadcast is not None:  # its error feedback, and a delta not yet published
             tensors.update(prefixed(own.broadcast.state_dict(), "broadcast"))
             if own.pending_delta is not None:
@@ -449,6 +476,9 @@ class ModelHolder(BaseNeuron):
         if model:
             load_parameters(self.model, model)
         self.outer.load_state_dict(unprefixed(tensors, "outer"))
+        if self.own.guard is not None and meta.get("guard_seed") is not None:
+            memory = unprefixed(tensors, "guard")
+            self.own.guard.load_state_dict({"seed": meta["guard_seed"], "memory": memory})
         if self.broadcast is not None:
             self.broadcast.load_state_dict(unprefixed(tensors, "broadcast"))
             if meta.get("delta_window") is not None:

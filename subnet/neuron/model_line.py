@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from ..training import snapshot
+from ..training.guard import PersistenceGuard
 from ..versions import VersionPublisher
 from ..versions.delta import Resparsifier, SparseDelta
 
@@ -32,6 +33,7 @@ class ModelLine:
     unpublished: int | None = None  # a window merged into the model, not yet published
     broadcast: Resparsifier | None = None  # the sparse broadcast's error feedback (own line only)
     pending_delta: tuple[int, SparseDelta] | None = None  # (window, its sparse step)
+    guard: PersistenceGuard | None = None  # the persistence guard's memory (own line only)
 
     def state_dict(self) -> dict[str, Any]:
         """What a restart needs of the line (the holder files it under its own names)."""
@@ -43,6 +45,7 @@ class ModelLine:
             "unpublished": self.unpublished,
             "broadcast": None if self.broadcast is None else self.broadcast.state_dict(),
             "delta": None if delta is None else (delta[0], dict(delta[1].payload)),
+            "guard": None if self.guard is None else self.guard.state_dict(),
         }
 
 

@@ -174,8 +174,10 @@ class ScoringConfig(BaseModel):
         ge=1,
         le=8,
         description=(
-            "windows an answer to a check may be owed (a storage outage) before its sender is "
-            "scored 0 until a later check of it passes; a missing answer never bans"
+            "windows an answer to a check, or the reveal of an upload named for one, may be owed "
+            "(a storage outage) before its sender is banned at this validator "
+            "(check_unanswered, check_unrevealed): a liar would otherwise withhold whatever a "
+            "check would read"
         ),
     )
     pay_unverified: bool = Field(

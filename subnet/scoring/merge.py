@@ -1,4 +1,5 @@
-"""The model holder's merge weights: each miner's median score over trusted validators."""
+"""The model holder's merge weights: each miner's median score over trusted validators, no one
+sender above ``MAX_SHARE`` honest shares of a window's merge."""
 
 from __future__ import annotations
 
@@ -7,6 +8,12 @@ import statistics
 from collections.abc import Mapping, Set
 
 from subnet.scoring.weights import normalize
+
+# No sender's weight exceeds this many honest shares (1 / contributors) of a window's merge:
+# while probation holds most senders back (a network's first windows, a wave of newcomers),
+# the few verified ones cannot take the whole step, and the mass they cannot take is not
+# merged (the step is smaller). Honest miners with equal scores hold 1 / n each: never capped.
+MAX_SHARE = 2.0
 
 
 def _trusted_scores(
@@ -39,7 +46,11 @@ def merge_weights(
     tokens) instead, so training still advances. Mixing the two within one window would put
     scores and units on one scale, so the fallback is all or nothing.
 
-    Returns every contributor, normalized to sum 1, or an empty dict when all weights are 0.
+    A scored weight is then capped at ``MAX_SHARE / len(contributors)`` (``cap_shares``), so
+    the weights sum to at most 1: the rest is the share of the step nobody may take this
+    window.
+
+    Returns every contributor, or an empty dict when all weights are 0.
     """
     medians: dict[str, float] = {}
     for miner in sorted(contributors):
@@ -48,4 +59,13 @@ def merge_weights(
             medians[miner] = statistics.median(scores)
     if not medians:
         return normalize({m: float(units) for m, units in sorted(contributors.items())})
-    return normalize({m: medians.get(m, 0.0) for m in sorted(contributors)})
+    return cap_shares(normalize({m: medians.get(m, 0.0) for m in sorted(contributors)}))
+
+
+def cap_shares(weights: Mapping[str, float], multiple: float = MAX_SHARE) -> dict[str, float]:
+    """``weights`` (summing to 1) with each capped at ``multiple / len(weights)``, not
+    renormalized: what a capped sender cannot take is merged by nobody."""
+    if not weights:
+        return {}
+    cap = multiple / len(weights)
+    return {hk: min(w, cap) for hk, w in weights.items()}

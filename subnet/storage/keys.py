@@ -23,8 +23,11 @@ from enum import Enum
 # replay that checks it uses as many, on the kernels ``subnet.kernels`` pins; 9: a multi-rank
 # miner adds each micro-batch's averaged gradient to the step's earlier ones, and FSDP2's norms
 # are taken over whole tensors, so DDP and FSDP2 miners replay bit for bit; 10: a gradient says at
-# most 16 threads, the most a validator's replay of it runs on).
-PROTOCOL_VERSION = 10
+# most 16 threads, the most a validator's replay of it runs on; 11: the checks' draw splits
+# its places between verified senders and queued newcomers, notices vouch only for windows
+# their validator could have checked, a key written twice is refused, and the holder caps
+# each sender's share of a window and holds a persistent push on a chunk to the median's).
+PROTOCOL_VERSION = 11
 ROOT = "beam"
 _WINDOW_DIGITS = 12
 _RUN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")

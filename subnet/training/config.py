@@ -110,6 +110,14 @@ class AggregationConfig(BaseModel):
     trim_ratio: float = Field(
         0.1, ge=0, lt=0.5, description="fraction cut at each end (trimmed_mean)"
     )
+    guard: bool = Field(
+        False,
+        description=(
+            "the persistence guard (subnet.training.guard): a sender that keeps pushing a "
+            "chunk in one direction beyond twice the median sender has that chunk scaled down; "
+            "on in the subnet's protocol (untrusted senders), off for rooms' own tables"
+        ),
+    )
 
 
 class ParallelConfig(BaseModel):

@@ -17,14 +17,17 @@ upload decoded at once (n model copies).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
 import torch
 
 from subnet.compression import Compressor, Payload
-from subnet.training.aggregation import Source, aggregate_stream
+from subnet.training.aggregation import Source, aggregate_stream, dense_adder
 from subnet.training.config import AggregationConfig
+
+# An upload changed after it is decoded (name -> tensor in, the same out)
+Transform = Callable[[Mapping[str, torch.Tensor]], dict[str, torch.Tensor]]
 
 
 def payload_sources(
@@ -40,10 +43,24 @@ def merge_payloads(
     shapes: Mapping[str, tuple[int, ...]],
     weights: Sequence[float] | None,
     cfg: AggregationConfig,
+    transforms: Sequence[Transform | None] | None = None,
 ) -> dict[str, torch.Tensor]:
     """Aggregate compressed uploads as :func:`~subnet.training.aggregate` would the decoded ones,
-    decoding one at a time."""
+    decoding one at a time; ``transforms`` (one per payload, or None) change an upload after it
+    is decoded (the persistence guard's chunk factors): such an upload is added dense."""
     norms = [compressor.norm(p, shapes) for p in payloads] if cfg.clip_to_median_norm else None
-    adders = [partial(compressor.add_into, p, shapes) for p in payloads]
+    transforms = list(transforms) if transforms is not None else [None] * len(payloads)
     sources = payload_sources(compressor, payloads, shapes)
+    sources = [
+        source if change is None else _then(source, change)
+        for source, change in zip(sources, transforms, strict=True)
+    ]
+    adders = [
+        partial(compressor.add_into, p, shapes) if change is None else dense_adder(source)
+        for p, source, change in zip(payloads, sources, transforms, strict=True)
+    ]
     return aggregate_stream(sources, weights, cfg, norms, adders)
+
+
+def _then(source: Source, change: Transform) -> Source:
+    return lambda: change(source())

@@ -34,6 +34,7 @@ from subnet.neuron.answers import Malformed, commitments
 from subnet.neuron.lanes import Inbox
 from subnet.neuron.uploads import collect_uploads
 from subnet.scoring import merge_weights
+from subnet.scoring.merge import MAX_SHARE
 from subnet.scoring.report import bind_scores, contradicted, nobody_scored
 from subnet.storage.keys import ObjectKind, object_key, parse_key
 from subnet.storage.memory import MemoryStore
@@ -387,12 +388,12 @@ def test_accepted_reports_go_through_binding_medians_and_merge_weights() -> None
     scores = {v: bind_scores(s, bound.get(v, {}), fetched) for v, s in reports.items()}
     assert contradicted(bound.values(), fetched) <= set(fetched)
     nobody_scored(scores, trusted, set(fetched))
-    for got in (
-        merge_weights(scores, trusted, dict.fromkeys(HOTKEYS, 8)),
-        median_weights(scores, trusted),
-    ):
-        assert all(math.isfinite(w) and w >= 0 for w in got.values())
-        assert not got or math.isclose(sum(got.values()), 1.0)
+    capped = merge_weights(scores, trusted, dict.fromkeys(HOTKEYS, 8))
+    assert all(math.isfinite(w) and 0 <= w <= MAX_SHARE / len(HOTKEYS) for w in capped.values())
+    assert not capped or sum(capped.values()) <= 1.0 + 1e-12
+    got = median_weights(scores, trusted)
+    assert all(math.isfinite(w) and w >= 0 for w in got.values())
+    assert not got or math.isclose(sum(got.values()), 1.0)
 
 
 # -- data grants and final markers through their readers --------------------------------------

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from subnet.scoring import merge_weights
+from subnet.scoring.merge import MAX_SHARE, cap_shares
 
 TRUSTED = {"v1", "v2", "v3"}
 UNITS = {"m1": 100, "m2": 300, "m3": 100}
@@ -54,3 +55,18 @@ def test_all_zero_gives_empty() -> None:
     assert merge_weights(zero_scores, TRUSTED, UNITS) == {}
     assert merge_weights({}, TRUSTED, {"m1": 0, "m2": 0}) == {}
     assert merge_weights({}, TRUSTED, {}) == {}
+
+
+def test_no_sender_takes_more_than_max_share_honest_shares_and_the_rest_is_not_merged() -> None:
+    # Probation: one of ten senders is verified and paid; the nine others are scored 0.
+    contributors = {f"m{i}": 1 for i in range(10)}
+    reports = {"v1": {"m0": 0.5, **{f"m{i}": 0.0 for i in range(1, 10)}}}
+    weights = merge_weights(reports, TRUSTED, contributors)
+    assert weights["m0"] == pytest.approx(MAX_SHARE / 10)
+    assert sum(weights.values()) == pytest.approx(MAX_SHARE / 10)  # a fifth of the step
+    # Everyone paid alike: nobody is near the cap and the whole step is merged.
+    even = {"v1": dict.fromkeys(contributors, 0.5)}
+    assert merge_weights(even, TRUSTED, contributors) == pytest.approx(
+        dict.fromkeys(contributors, 0.1)
+    )
+    assert cap_shares({"a": 0.7, "b": 0.3}, 1.0) == {"a": 0.5, "b": 0.3}

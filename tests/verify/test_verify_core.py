@@ -11,7 +11,7 @@ from subnet.verify import merkle
 from subnet.verify.answer import BadAnswer, encode_answer, parse_answer
 from subnet.verify.check import Chunk, check, tolerance
 from subnet.verify.chunks import FRESH, ChunkMap
-from subnet.verify.draw import chunk_sample, places, targets
+from subnet.verify.draw import chunk_sample, ordered, places, targets
 
 SHAPES = {"emb": (100, 64), "w": (128, 128), "norm": (64,)}
 
@@ -61,13 +61,12 @@ def test_draws_are_deterministic_spread_and_distinct_per_validator() -> None:
     vals = ["v0", "v1", "v2"]
     picks = [targets("beef", "run", "grads", 3, miners, set(), vals, v, 1, 1.0) for v in vals]
     assert len({p[0] for p in picks}) == 3  # three validators, three different uploads
-    # unverified senders come first
+    # newcomers take the places the verified group does not (its share, at least half)
     verified = set(miners[:6])
-    for v in vals[:2]:
-        assert targets("beef", "run", "grads", 3, miners, verified, vals, v, 1, 1.0)[0] in {
-            "m6",
-            "m7",
-        }
+    firsts = [targets(f"b{w}", "run", "grads", w, miners, verified, vals, "v0", 1, 1.0)[0]
+              for w in range(400)]  # fmt: skip
+    share_new = sum(hk in {"m6", "m7"} for hk in firsts) / 400  # K_v = 3 x 6/8: 2 or 3 places
+    assert 0.65 < share_new < 0.85
     # at most ceil(share * uploads) places: validators beyond them check the same again
     assert places(8, 3, 1, 0.25) == 2
     assert targets("beef", "r", "g", 1, miners, set(), vals, "v2", 1, 0.25) == targets(
@@ -175,3 +174,50 @@ def test_a_checks_tolerance_is_the_floor_or_the_margin_times_the_measured_chaos(
     assert tolerance(2e-4, 4.0, 1e-5) == 2e-4  # a calm window: never below the floor
     assert tolerance(2e-4, 4.0, 1e-3) == 4e-3  # a chaotic one: margin x spread
     assert tolerance(2e-4, 0.0, 1e-3) == 2e-4  # margin 0 turns the probe's say off
+
+
+def test_newcomers_can_never_starve_the_checks_of_verified_senders() -> None:
+    vals = ["v0", "v1"]
+    verified = {f"m{i}" for i in range(5)}
+    many_new = [f"n{i}" for i in range(8)]  # late answerers, say, that stay newcomers
+    uploads = sorted(verified) + many_new
+    counts = dict.fromkeys(verified, 0)
+    windows = 2000
+    for window in range(windows):
+        beacon = f"b{window}"
+        chosen = [targets(beacon, "r", "g", window, uploads, verified, vals, v, 1, 1.0)[0]
+                  for v in vals]  # fmt: skip
+        assert len(set(chosen)) == 2
+        assert sum(hk in verified for hk in chosen) == 1  # one place each, every window
+        for hk in chosen:
+            counts[hk] = counts.get(hk, 0) + 1
+    for hk in verified:  # K_v / W = 1 / 5 a window each, whatever the 8 newcomers do
+        assert abs(counts[hk] / windows - 0.2) < 0.04, (hk, counts[hk])
+
+
+def test_places_split_by_group_size_when_a_group_is_short() -> None:
+    vals = ["v0", "v1", "v2", "v3"]
+    miners = [f"m{i}" for i in range(8)]
+    # 4 places, 7 of 8 verified: K_v = 4 x 7/8 = 3.5, so the newcomer has a place half the time
+    orders = [ordered(f"b{w}", "r", "g", w, miners, set(miners[1:]), 4, 1, 1.0) for w in range(400)]
+    assert all(len(o) == 4 == len(set(o)) for o in orders)
+    assert 0.42 < sum("m0" in o for o in orders) / 400 < 0.58
+    assert ordered("beef", "r", "g", 1, miners, set(miners), 4, 1, 1.0) == [
+        targets("beef", "r", "g", 1, miners, set(miners), vals, v, 1, 1.0)[0] for v in vals
+    ]
+    assert len(set(ordered("beef", "r", "g", 1, miners, set(), 4, 1, 1.0))) == 4
+    # one place (one validator, one check), 2 newcomers of 8: theirs in a quarter of windows
+    firsts = [ordered(f"b{w}", "r", "g", w, miners, set(miners[2:]), 1, 1, 1.0)[0]
+              for w in range(1000)]  # fmt: skip
+    assert 0.21 < sum(hk in {"m0", "m1"} for hk in firsts) / 1000 < 0.29
+
+
+def test_newcomers_queue_and_one_named_already_goes_behind_the_others() -> None:
+    miners = [f"m{i}" for i in range(6)]
+    verified = set(miners[:2])
+    named = {"m2": 4, "m3": 6}  # m2 and m3 were named (m3 last): m4 and m5 come first
+    for w in range(50):
+        order = ordered(f"b{w}", "r", "g", 7, miners, verified, 8, 1, 1.0, named)
+        new = [hk for hk in order if hk not in verified]
+        assert new == sorted(new, key=lambda hk: named.get(hk, -1))
+        assert new[:2] in (["m4", "m5"], ["m5", "m4"])
