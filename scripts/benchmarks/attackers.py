@@ -304,6 +304,9 @@ ATTACKS: dict[str, type[Attacker]] = {
     # once verified, late answerers that join in pairs and hold the newcomers' places
     "narrow_liar": NarrowLiar,
     "turncoat": Turncoat,
+    # the subtle poisoner from its first upload, which bench.py adversarial --voucher's third
+    # validator says passed its checks: paid by nobody honest all the same
+    "vouched_liar": SubtlePoisoner,
     **late_answerers(8),
 }
 

@@ -23,8 +23,9 @@ window, a validator running checks on a commit-reveal lane:
   withhold whatever a check would read. A link this validator did not see committed is read
   from the upload it names, in the same idle time.
 
-Only this validator's own evidence bans; other validators' verdicts only tell it who is verified
-and which uploads to replay.
+Only this validator's own evidence bans or verifies: another validator's failure claim tells
+it which upload to replay, and its passes change nothing here (a validator that vouched falsely
+would otherwise end any sender's probation at every validator).
 """
 
 from __future__ import annotations
@@ -251,7 +252,8 @@ class Checker:
             self._run(task)
 
     def _read_notices(self, window: int) -> None:
-        """The other validators' notices of ``window``: who passed, whose failure to confirm."""
+        """The other validators' notices of ``window``: whose failure to confirm here (their
+        passes verify nobody here: only this validator's own replay does)."""
         lane = notice_lane(self.rt)
         if lane is None:
             return
@@ -277,12 +279,11 @@ class Checker:
                 continue
             if notice is None:
                 continue
-            self._note_named(window, notice.targets)
             for verdict in notice.verdicts:
                 self._learn(validator, verdict, window)
 
     def _note_named(self, window: int, hotkeys) -> None:
-        """Newcomers named in ``window``'s notices go behind the others in the queue; the
+        """Newcomers this validator named in ``window`` go behind the others in its queue; the
         verified and the banned leave it (the draw shuffles them by the beacon alone)."""
         for hotkey in hotkeys:
             self.named[hotkey] = max(self.named.get(hotkey, -1), window)
@@ -290,13 +291,11 @@ class Checker:
         self.named = {hk: w for hk, w in self.named.items() if hk not in done}
 
     def _learn(self, validator: str, verdict: CheckVerdict, window: int) -> None:
-        """Another validator's verdict (none while that validator's claims are ignored): a pass
-        verifies; a failure of an upload this validator still holds is confirmed here."""
-        if self.distrust.get(validator, -1) > window:
-            return  # its claims, failures and passes, are ignored for now
-        if verdict.ok:
-            seen = self.verified.get(verdict.hotkey, -1)
-            self.verified[verdict.hotkey] = max(seen, verdict.window)
+        """Another validator's verdict: a failure of an upload this validator still holds is
+        replayed here (a confirmation; none while that validator's claims are ignored). A pass
+        changes nothing here: this validator pays and trusts on its own replays only, so no
+        validator can end another's probation of a sender (a false voucher)."""
+        if verdict.ok or self.distrust.get(validator, -1) > window:
             return
         if verdict.hotkey in self.banned:
             return

@@ -8,31 +8,30 @@ chunks that will be read, nor know at commit time whether its upload will be che
 chunk uniformly over the model: a lie confined to one small tensor (a norm's gain) is met about
 as often as a lie spread over the embedding.
 
-**Targets.** A window has ``K = min(N, V x checks, ceil(share x N))`` places (``places``):
-validators check different uploads, so the share checked grows with their number, while what
-miners send stays bounded. The places are split between two groups of the committed senders,
-so that neither can starve the other: **verified** senders (a check of them has passed) get
-``K_v = K x max(W / N, 1/2)`` places (``W`` of the ``N`` senders are verified; rounded up or
-down by the beacon so the mean is exact), **newcomers** (their first checks are their
-probation) the rest; a group with fewer members than its places gives the rest to the other.
-The verified group is shuffled by the beacon and its first places taken: nothing a verified
-sender does tells it whether it is checked next. Newcomers queue: those no notice named yet
-first, then by the last window a notice named them, the beacon breaking ties; so a newcomer
-whose check is still owed (it answers late) goes behind every one not named yet, and no set
-of newcomers holds the front. (A newcomer may know its probation check is coming: it is paid
-nothing until one passes, and from then on it is drawn with the verified.) Validator ``i`` (in sorted hotkey
-order) takes places ``i x checks`` to ``i x checks + checks - 1``; validators beyond ``K``
-check the same places again.
+**Targets.** Each validator checks ``checks`` uploads a window, from its own view of the
+committed senders: **verified** ones (its own checks of them passed: only a validator's own
+replay verifies a sender there) and **newcomers** (their first check here is their probation
+here). Each check goes to the verified group with probability ``max(W / N, 1/2)`` (``W`` of
+the ``N`` senders verified here; a coin of the beacon's and the validator's), else to the next
+newcomer of the validator's queue; a group that is empty gives its turn to the other.
 
-So each window a verified sender is checked with probability ``K_v / W >= max(K / N, K / 2W)``,
-whatever any number of newcomers does: a verified liar's first check comes after at most
-``min(N / K, 2 W / K)`` windows on average, newcomers counted in ``N`` or not. A newcomer is
-checked with probability ``(K - K_v) / U`` (``U`` newcomers): ``K / N`` while newcomers are
-fewer than the verified, so probation lasts ``N / K`` windows on average; a network whose
-``N`` senders start together clears in about ``2 N / K`` windows (once some are verified, half
-the places check them again: a miner that turns once verified is checked from the start).
-At most ``ceil(N x share)`` distinct uploads a window are checked, so what miners send for
-checks stays a bounded multiple of their uploads.
+- The verified group is shuffled by the beacon, the same shuffle at every validator, and
+  validator ``i`` (in sorted hotkey order) takes place ``i x checks + j`` of the window's first
+  ``K = min(N, V x checks, ceil(N x share))`` places: validators check different verified
+  senders, so the share checked grows with their number, while what miners send stays bounded.
+  Nothing a verified sender does tells it whether it is checked next.
+- Newcomers queue: those the validator never named first, then by the last window it named
+  them, the beacon breaking ties; validator ``i`` starts at place ``i x checks`` of its queue,
+  so validators that named the same check different newcomers at once. A newcomer whose check is owed (it answers late) goes behind
+  every one not named yet, so no set of hotkeys holds the front. (A newcomer may know its
+  probation check is coming: it is paid nothing here until one passes, and from then on it is
+  drawn with the verified.)
+
+So each window a verified sender is checked with probability ``K x max(W / N, 1/2) / W``
+(validators verified the same senders), whatever any number of newcomers does: a verified
+liar's first check comes after at most ``min(N / K, 2 W / K)`` windows on average, newcomers
+counted in ``N`` or not. A newcomer waits about ``N / K`` windows at each validator while
+newcomers are fewer than the verified; every validator checks every newcomer once.
 """
 
 from __future__ import annotations
@@ -102,48 +101,38 @@ def targets(
     share: float,
     named: Mapping[str, int] | None = None,
 ) -> list[str]:
-    """The uploads validator ``me`` checks in ``window`` (see the module doc); ``named``: the
-    last window a notice named each sender in (none: never)."""
+    """The uploads validator ``me`` checks in ``window`` (the module doc), from its own view:
+    ``verified``, the senders its own checks passed; ``named``, the last window it named each
+    newcomer in (none: never)."""
     if me not in validators:
         return []
-    order = ordered(
-        beacon, run, lane, window, uploads, verified, len(validators), checks, share, named
-    )
-    if not order:
-        return []
-    i = sorted(validators).index(me)
-    return list(dict.fromkeys(order[(i * checks + j) % len(order)] for j in range(checks)))
-
-
-def ordered(
-    beacon: str,
-    run: str,
-    lane: str,
-    window: int,
-    uploads: Sequence[str],
-    verified: Set[str],
-    validators: int,
-    checks: int,
-    share: float,
-    named: Mapping[str, int] | None = None,
-) -> list[str]:
-    """The window's ``K`` places in order: newcomers' and verified senders' (module doc)."""
-    k = places(len(uploads), validators, checks, share)
+    k = places(len(uploads), len(validators), checks, share)
     if k == 0:
         return []
     named = named or {}
-
-    def shuffled(group: list[str], first: Mapping[str, int]) -> list[str]:
-        key = lambda hk: (first.get(hk, -1), rank(beacon, run, lane, window, hk), hk)  # noqa: E731
-        return sorted(group, key=key)
-
-    new = shuffled([hk for hk in set(uploads) if hk not in verified], named)
-    old = shuffled([hk for hk in set(uploads) if hk in verified], {})
-    # The verified group's places: its share of the senders, and at least half (so no number
-    # of newcomers thins its checks), rounded up or down by the beacon to keep the mean.
-    want = k * max(len(old) / (len(old) + len(new)), 0.5) if old and new else k * bool(old)
-    coin = next(iter(_stream("split", beacon, run, lane, str(int(window))))) / 2**64
-    k_old = min(len(old), math.floor(want) + (coin < want - math.floor(want)))
-    k_new = min(len(new), k - k_old)
-    k_old = min(len(old), k - k_new)  # newcomers too few: the places go back
-    return new[:k_new] + old[:k_old]
+    new = sorted(
+        (hk for hk in set(uploads) if hk not in verified),
+        key=lambda hk: (named.get(hk, -1), rank(beacon, run, lane, window, hk), hk),
+    )
+    old = sorted(
+        (hk for hk in set(uploads) if hk in verified),
+        key=lambda hk: (rank(beacon, run, lane, window, hk), hk),
+    )
+    # Each check goes to the verified group with probability max(W / N, 1/2) (its share of the
+    # senders, and at least half, so no number of newcomers thins its checks), by a coin of the
+    # beacon's and this validator's; there it takes this validator's place of one shuffle every
+    # validator shares, so validators that verified the same senders check different ones.
+    p_old = max(len(old) / (len(old) + len(new)), 0.5) if old and new else float(bool(old))
+    coins = _stream("split", beacon, run, lane, str(int(window)), me)
+    i = sorted(validators).index(me)
+    # Validators start their queues at their own places too: at once they check different
+    # newcomers (each checks every one in time)
+    off = (i * checks) % k % len(new) if new else 0
+    queue, out = new[off:] + new[:off], []
+    for j in range(checks):
+        coin = next(coins) / 2**64
+        if old and (not queue or coin < p_old):
+            out.append(old[(i * checks + j) % k % len(old)])
+        elif queue:
+            out.append(queue.pop(0))
+    return list(dict.fromkeys(out))

@@ -424,3 +424,22 @@ def test_a_notice_that_vouches_for_a_window_not_yet_checked_is_refused_whole(
     refused = records(validator, "notice_refused")
     assert [(r["window"], r["reason"]) for r in refused] == [(0, "check_bad_notice")]
     assert "999999999999" in refused[0]["detail"]
+
+
+def test_another_validators_pass_verifies_nobody_here(world_with, monkeypatch) -> None:
+    monkeypatch.setattr(validator_module, "random_sample_ids",
+                        functools.partial(random_sample_ids, seed=0))  # fmt: skip
+    names = {"holder": "holder", "v1": "validator", "v2": "validator", "m1": "miner", "m2": "miner"}
+    world = world_with(names, scoring={**ALL, "checks": 1})
+    holder, m1, m2, validator = roles(world)
+    # v2 says both miners' uploads of window 0 passed, in a notice of window 0 (a valid one)
+    _notice(world, "v2", 0, CheckVerdict(0, m1.rt.hotkey, "pass", 0.0),
+            CheckVerdict(0, m2.rt.hotkey, "pass", 0.0))  # fmt: skip
+    play(holder, [m1, m2], validator, 0)
+    assert not records(validator, "notice_refused")  # read, and
+    (checked,) = validator.checker.targets[0]
+    assert set(validator.checker.verified) == {checked}  # only v1's own check verified
+    (other,) = {m1.rt.hotkey, m2.rt.hotkey} - {checked}
+    play(holder, [m1, m2], validator, 1)
+    # scored in window 1 before any check of v1's own passed it: still on probation here
+    assert verdicts(validator)[other] == ["unverified", 0.0]
