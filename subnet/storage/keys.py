@@ -23,10 +23,11 @@ from enum import Enum
 # replay that checks it uses as many, on the kernels ``subnet.kernels`` pins; 9: a multi-rank
 # miner adds each micro-batch's averaged gradient to the step's earlier ones, and FSDP2's norms
 # are taken over whole tensors, so DDP and FSDP2 miners replay bit for bit; 10: a gradient says at
-# most 16 threads, the most a validator's replay of it runs on; 11: the checks' draw splits
-# its places between verified senders and queued newcomers, notices vouch only for windows
-# their validator could have checked, a key written twice is refused, and the holder caps
-# each sender's share of a window and holds a persistent push on a chunk to the median's).
+# most 16 threads, the most a validator's replay of it runs on; 11: a validator verifies on
+# its own replays only and splits its checks between its verified senders and its queue of
+# newcomers, notices name only windows their validator could have checked, a key written twice
+# is refused, and the holder caps each sender's share of a window and holds a persistent push
+# on a chunk to the median's).
 PROTOCOL_VERSION = 11
 ROOT = "beam"
 _WINDOW_DIGITS = 12

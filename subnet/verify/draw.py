@@ -11,9 +11,8 @@ as often as a lie spread over the embedding.
 **Targets.** Each validator checks ``checks`` uploads a window, from its own view of the
 committed senders: **verified** ones (its own checks of them passed: only a validator's own
 replay verifies a sender there) and **newcomers** (their first check here is their probation
-here). Each check goes to the verified group with probability ``max(W / N, 1/2)`` (``W`` of
-the ``N`` senders verified here; a coin of the beacon's and the validator's), else to the next
-newcomer of the validator's queue; a group that is empty gives its turn to the other.
+here). Each check goes to one group or the other by a fair coin of the beacon's and the
+validator's (a group that is empty gives its turn to the other).
 
 - The verified group is shuffled by the beacon, the same shuffle at every validator, and
   validator ``i`` (in sorted hotkey order) takes place ``i x checks + j`` of the window's first
@@ -21,17 +20,18 @@ newcomer of the validator's queue; a group that is empty gives its turn to the o
   senders, so the share checked grows with their number, while what miners send stays bounded.
   Nothing a verified sender does tells it whether it is checked next.
 - Newcomers queue: those the validator never named first, then by the last window it named
-  them, the beacon breaking ties; validator ``i`` starts at place ``i x checks`` of its queue,
-  so validators that named the same check different newcomers at once. A newcomer whose check is owed (it answers late) goes behind
-  every one not named yet, so no set of hotkeys holds the front. (A newcomer may know its
-  probation check is coming: it is paid nothing here until one passes, and from then on it is
-  drawn with the verified.)
+  them, the beacon breaking ties (the same order at every validator that named the same ones,
+  so validators tend to check a newcomer in the same window). A newcomer whose check is owed
+  (it answers late) goes behind every one not named yet, so no set of hotkeys holds the front.
+  (A newcomer may know its probation check is coming: it is paid nothing here until one
+  passes, and from then on it is drawn with the verified.)
 
-So each window a verified sender is checked with probability ``K x max(W / N, 1/2) / W``
-(validators verified the same senders), whatever any number of newcomers does: a verified
-liar's first check comes after at most ``min(N / K, 2 W / K)`` windows on average, newcomers
-counted in ``N`` or not. A newcomer waits about ``N / K`` windows at each validator while
-newcomers are fewer than the verified; every validator checks every newcomer once.
+So each window a verified sender is checked with probability ``K / W`` with no newcomers and
+``K / 2W`` with any (validators that verified the same senders), whatever any number of
+newcomers does: a verified liar's first check comes after ``W / K`` windows on average, at
+most ``2 W / K``. A newcomer at the head of a validator's queue is checked there within 2
+windows on average; a network whose ``N`` senders start together is verified by every
+validator in about ``2 N / checks`` windows.
 """
 
 from __future__ import annotations
@@ -118,17 +118,16 @@ def targets(
         (hk for hk in set(uploads) if hk in verified),
         key=lambda hk: (rank(beacon, run, lane, window, hk), hk),
     )
-    # Each check goes to the verified group with probability max(W / N, 1/2) (its share of the
-    # senders, and at least half, so no number of newcomers thins its checks), by a coin of the
-    # beacon's and this validator's; there it takes this validator's place of one shuffle every
-    # validator shares, so validators that verified the same senders check different ones.
-    p_old = max(len(old) / (len(old) + len(new)), 0.5) if old and new else float(bool(old))
+    # Each check goes to the verified group or to the newcomers by a fair coin of the beacon's
+    # and this validator's (to the one that is not empty, when one is): no number of newcomers
+    # thins the checks of the verified below half, and a newcomer is not left waiting for its
+    # share of a large network. Among the verified it takes this validator's place of one
+    # shuffle every validator shares, so validators that verified the same senders check
+    # different ones; newcomers it takes from the head of its own queue.
+    p_old = 0.5 if old and new else float(bool(old))
     coins = _stream("split", beacon, run, lane, str(int(window)), me)
     i = sorted(validators).index(me)
-    # Validators start their queues at their own places too: at once they check different
-    # newcomers (each checks every one in time)
-    off = (i * checks) % k % len(new) if new else 0
-    queue, out = new[off:] + new[:off], []
+    queue, out = list(new), []
     for j in range(checks):
         coin = next(coins) / 2**64
         if old and (not queue or coin < p_old):
