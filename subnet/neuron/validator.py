@@ -37,9 +37,11 @@ from ..scoring import (
 )
 from ..scoring.assess import WindowProbe, assess_window, own_subset
 from ..scoring.draws import corpus_batches, heldout_draw, heldout_size
+from ..scoring.sample import evaluated, with_matched
 from ..storage.base import ObjectNotFound, StorageError
 from ..storage.keys import ObjectKind
 from ..wire import Reason, ScoreReportMeta
+from .answers import beacon, notice_lane
 from .base import BaseNeuron
 from .bindings import lane_data_rule
 from .checks import Checker
@@ -72,6 +74,8 @@ class Validator(BaseNeuron):
     def __init__(self, rt) -> None:
         super().__init__(rt)
         self.moving: dict[str, float] = {}
+        # hotkey -> windows it was evaluated and payable in: its standing's first ones are a mean
+        self.evaluated: dict[str, int] = {}
         # hotkey -> its last gain ratios on random samples (``scoring.record``): the track record
         self.records: dict[str, list[float]] = {}
         # (window, hotkey) -> (tick first seen, the store's last-modified time): upload order
@@ -121,15 +125,21 @@ class Validator(BaseNeuron):
         return report
 
     def _drop(self, hotkey: str) -> None:
-        """A banned sender's moving score and track record go."""
+        """A banned sender's moving score, track record and evaluation count go."""
         self.moving.pop(hotkey, None)
         self.records.pop(hotkey, None)
+        self.evaluated.pop(hotkey, None)
+
+    def _counts(self, miners: list[str]) -> dict[str, int]:
+        """Windows each registered miner was evaluated and payable in (``update_moving``)."""
+        return {hk: self.evaluated.get(hk, 0) for hk in miners}
 
     actions: ClassVar[dict[str, Action]] = {"score": score}
     gates = GATES  # the conditions a step of the plan may wait for
     stop_rules = STOP_RULES
     saved = (
         "moving",
+        "evaluated",
         "records",
         "first_seen",
         "unreachable",
@@ -214,9 +224,8 @@ class Validator(BaseNeuron):
         measured = screen(got, window, lambda u: self._measure(u, shapes))
         self.checker.screen(window, got, commits)
         after = self._after_deadline(window, got.accepted)
-        evaluations, copies = self._assess(
-            window, {hk: u for hk, u in got.accepted.items() if hk not in after}, measured
-        )
+        in_time = {hk: u for hk, u in got.accepted.items() if hk not in after}
+        evaluations, copies, held = self._assess(window, in_time, measured)
         late = self._late(window, got.missing - unreadable, commits) | after
         self.records = extend_records(
             self.records,
@@ -233,10 +242,25 @@ class Validator(BaseNeuron):
             copies,
             p.scoring,
             self.records,
+            alone=len(in_time) == 1,
         )
-        verdicts = self._unpaid(verdicts)
+        # Accepted and not evaluated here this window: reported at their standing, or held
+        kept = (in_time.keys() - verdicts.keys()) - held
+        verdicts |= {hk: Verdict(hk, self.moving.get(hk, 0.0), "standing") for hk in kept}
+        why = "a copy fingerprint matched it; the window's evaluations were spent"
+        verdicts |= {hk: Verdict(hk, 0.0, "held", why) for hk in held}
+        verdicts = self._unpaid(dict(sorted(verdicts.items())))
         scores = {hk: v.score for hk, v in verdicts.items()}
-        self.moving = update_moving(self.moving, scores, set(miners), p.scoring)
+        paid = {hk for hk, v in verdicts.items() if v.reason == "scored"}
+        self.evaluated = {hk: n + (hk in paid) for hk, n in self._counts(miners).items()}
+        self.moving = update_moving(
+            self.moving,
+            {hk: s for hk, s in scores.items() if hk not in kept | held},
+            set(miners),
+            p.scoring,
+            kept | held,
+            self.evaluated,
+        )
         for hk, v in sorted(verdicts.items()):
             logger.info(
                 "window {} {}: {} score {:.4f} {}", window, hk[:8], v.reason, v.score, v.detail
@@ -358,9 +382,11 @@ class Validator(BaseNeuron):
 
     def _assess(
         self, window: int, accepted: dict[str, Received], measured: dict[str, tuple[Any, float]]
-    ) -> tuple[list[Evaluation], dict[str, str]]:
-        """Per-sample evaluation of every upload, and the copies the own-data evidence names;
-        ``measured``: each upload's support and norm (``_measure``)."""
+    ) -> tuple[list[Evaluation], dict[str, str], set[str]]:
+        """Per-sample evaluation of this validator's sample of the uploads (``scoring.sample``)
+        and of both sides of every fingerprint match, the copies the own-data evidence names,
+        and the matched uploads left over (held); ``measured``: each upload's support and norm
+        (``_measure``), for every upload."""
         p = self.rt.cfg.protocol
         assigned, n = self.assigned(window), p.eval_samples
         # A partial upload is evaluated on the prefix it trained (its receipt proves which).
@@ -391,6 +417,14 @@ class Validator(BaseNeuron):
         # Another miner's earlier upload is a replay outright (``judge_matches``): only the
         # pairs of this window and a miner's own earlier uploads need the evidence measured.
         judged = [m for m in matches if m.window == window or m.source == m.hotkey]
+        validators = self.rt.writers(notice_lane(self.rt) or self.grads)
+        sample = evaluated(
+            beacon(self.rt, window), p.run, self.grads, window, accepted, validators,
+            self.rt.hotkey, p.scoring.evaluations,
+        )  # fmt: skip
+        pairs = [(m.hotkey, m.source) if m.window == window else (m.hotkey,) for m in judged]
+        sample, held = with_matched(sample, pairs, p.scoring.evaluations)
+        judged = [m for m in judged if m.hotkey in sample]
         evaluations, fits = assess_window(
             probe,
             deltas,
@@ -402,6 +436,7 @@ class Validator(BaseNeuron):
             norms,
             twins(matches, window),
             standing,
+            sample,
         )
         evaluations = [replace(ev, fraction=accepted[ev.hotkey].fraction) for ev in evaluations]
         copies = judge_matches(matches, fits, p.scoring.copy_z, window)
@@ -417,8 +452,10 @@ class Validator(BaseNeuron):
                 [m.hotkey, m.source, m.window, round(m.overlap, 4), *fits.get(m, ())]
                 for m in matches
             ],
+            evaluated=sorted(sample),
+            held=sorted(held),
         )
-        return evaluations, copies
+        return evaluations, copies, held
 
     def _late(self, window: int, missing: set[str], commits: dict[str, str] | None) -> set[str]:
         """Uploads absent at the deadline that exist now: they arrived late. On a commit-reveal
@@ -474,6 +511,7 @@ class Validator(BaseNeuron):
         meta = {
             "version": self.replica.version,
             "moving": self.moving,
+            "evaluated": self.evaluated,
             "records": self.records,
             "last_weights_block": self.last_weights_block,
             "equivocations": self.equivocations.state(),
@@ -487,6 +525,7 @@ class Validator(BaseNeuron):
     def restore(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
         """Load what :meth:`state` saved."""
         self.moving = {k: float(v) for k, v in meta.get("moving", {}).items()}
+        self.evaluated = {k: int(v) for k, v in meta.get("evaluated", {}).items()}
         self.records = {k: [float(x) for x in v] for k, v in meta.get("records", {}).items()}
         self.last_weights_block = int(meta.get("last_weights_block", 0))
         seen = meta.get("first_seen", [])

@@ -92,7 +92,10 @@ class AsMerged(Mapping):
     ) -> None:
         self._deltas = deltas
         group = _grouper(twins, deltas)
-        sizes = {n: norms[n] if norms is not None else global_norm(deltas[n]) for n in deltas}
+        # With ``norms`` of more uploads than are measured (a validator's sample), the median
+        # is set by all of them, as the holder's is
+        names = norms.keys() | deltas.keys() if norms is not None else deltas.keys()
+        sizes = {n: norms[n] if norms is not None else global_norm(deltas[n]) for n in names}
         real = {n: size for n, size in sizes.items() if size > 0}
         setters = [size for n, size in real.items() if n in standing]
         if not setters:
@@ -226,6 +229,7 @@ def assess_window(
     norms: Mapping[str, float] | None = None,
     twins: Mapping[str, str] | None = None,
     standing: Set[str] = frozenset(),
+    measured: Set[str] | None = None,
 ) -> tuple[list[Evaluation], dict[Match, tuple[float, float]]]:
     """Evaluations of every upload, and ``(own, other, se)`` specificity for every match (``se``:
     the standard error of their difference).
@@ -242,6 +246,10 @@ def assess_window(
     match with a past window), with the shared reference of 4 or more uploads. With
     ``heldout_ids`` (``draws.heldout_draw``, a draw from the reported held-out set) each upload
     is also measured there (1 pass on those samples, plus 1 for the model itself, once).
+
+    ``measured``: the uploads evaluated (a validator's sample, ``subnet.scoring.sample``), all
+    of them when None; the median norm and the reference are still every upload's in
+    ``deltas``, so a sample is measured as the whole window would measure it.
     """
     deltas = AsMerged(deltas, norms, twins, standing)
     base_rand = probe.losses(None, random_ids)
@@ -249,7 +257,7 @@ def assess_window(
     rand_gains: dict[str, tuple[list[float], list[float]]] = {}
     specs: dict[str, Specificity] = {}
     evaluations = []
-    for hk in sorted(deltas):
+    for hk in sorted(deltas if measured is None else set(deltas) & set(measured)):
         ids, reference, delta = own_ids[hk], reference_of(hk), deltas[hk]
         base, after = probe.losses(None, ids), probe.losses(delta, ids)
         after_rand = probe.losses(delta, random_ids)
@@ -281,7 +289,7 @@ def assess_window(
         )
     fits: dict[Match, tuple[float, float]] = {}
     for m in matches:
-        if m.hotkey not in deltas or match_ids is None:
+        if m.hotkey not in specs or match_ids is None:
             continue
         ids, reference = match_ids(m), reference_of(m.hotkey)
         upload = relative_gains(probe.losses(None, ids), probe.losses(deltas[m.hotkey], ids))

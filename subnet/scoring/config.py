@@ -115,6 +115,17 @@ class ScoringConfig(BaseModel):
         ),
     )
 
+    evaluations: int = Field(
+        2,
+        ge=0,
+        le=256,
+        description=(
+            "uploads each validator evaluates a window (their losses before and after, on own "
+            "and random samples), drawn by the beacon, validators taking different ones; the "
+            "others are reported at their sender's moving score (standing). 0: every upload. "
+            "Bounds a validator's scoring at any number of miners (subnet.scoring.sample)"
+        ),
+    )
     checks: int = Field(
         1,
         ge=0,

@@ -13,14 +13,21 @@ def update_moving(
     window_scores: Mapping[str, float],
     registered: Set[str],
     cfg: ScoringConfig,
+    kept: Set[str] = frozenset(),
+    counts: Mapping[str, int] | None = None,
 ) -> dict[str, float]:
     """One EMA step per registered hotkey: ``new = (1 - a) * old + a * score``, ``a = ema_alpha``.
 
     A registered hotkey absent from ``window_scores`` scores 0, so a miner that stops uploading
-    decays instead of living on its past. A hotkey new to ``moving`` starts from 0: weight is
-    earned over windows, not granted on registration. Hotkeys no longer registered are dropped,
-    so a uid's next owner does not inherit its predecessor's score. Scores for unregistered
-    hotkeys are ignored.
+    decays instead of living on its past; one in ``kept`` (an upload this validator accepted and
+    did not evaluate this window: ``scoring.evaluations``) keeps its moving score as it was. A
+    hotkey new to ``moving`` starts from 0: weight is earned over windows, not granted on
+    registration. ``counts``: how many windows each hotkey was evaluated and payable in, this
+    one included; its first ones are averaged rather than decayed (``a = max(ema_alpha, 1 /
+    count)``), so a newcomer's standing is its mean score from its first evaluation on, not a
+    slow climb from 0 at one evaluation every few windows. Hotkeys no longer registered are
+    dropped, so a uid's next owner does not inherit its predecessor's score. Scores for
+    unregistered hotkeys are ignored.
 
     Raises ``ValueError`` on a negative or non-finite window score: one NaN would poison the
     average for good, and ``window_score`` never produces one, so it is a bug upstream.
@@ -28,11 +35,16 @@ def update_moving(
     for hotkey, score in window_scores.items():
         if not (math.isfinite(score) and score >= 0.0):
             raise ValueError(f"window score of {hotkey!r} must be finite and >= 0, got {score}")
-    a = cfg.ema_alpha
-    return {
-        hotkey: (1.0 - a) * moving.get(hotkey, 0.0) + a * window_scores.get(hotkey, 0.0)
-        for hotkey in sorted(registered)
-    }
+    counts = counts or {}
+    out = {}
+    for hotkey in sorted(registered):
+        old = moving.get(hotkey, 0.0)
+        if hotkey in kept and hotkey not in window_scores:
+            out[hotkey] = old
+            continue
+        a = max(cfg.ema_alpha, 1.0 / counts[hotkey]) if counts.get(hotkey, 0) > 0 else cfg.ema_alpha
+        out[hotkey] = (1.0 - a) * old + a * window_scores.get(hotkey, 0.0)
+    return out
 
 
 def normalize(values: Mapping[str, float]) -> dict[str, float]:

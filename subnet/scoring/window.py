@@ -22,7 +22,12 @@ from subnet.scoring.record import gain_ratio, record_credit
 
 # ``unverified``: scored 0 by a validator under probation (``scoring.pay_unverified``: no check
 # of the sender has passed yet); set after scoring, by ``subnet.neuron.validator``.
-Reason = Literal["scored", "unverified", "missing", "late", "stale", "rejected", "copied"]
+# ``standing``: an accepted upload this validator did not evaluate this window (it evaluates a
+# sample, ``scoring.evaluations``): reported at its sender's moving score; ``held``: a
+# fingerprint matched it and the window's evaluations were spent: paid nothing, merged by nobody.
+Reason = Literal[
+    "scored", "unverified", "standing", "held", "missing", "late", "stale", "rejected", "copied"
+]
 
 # When a hotkey lands in several buckets, the first one here wins: an upload that is missing cannot
 # be anything else, an unverifiable one (bad signature) proves nothing about its timing, and a copy
@@ -336,10 +341,14 @@ def _evaluated(
     cfg: ScoringConfig,
     records: Mapping[str, Sequence[float]],
     copies: Collection[str],
+    alone: bool | None = None,
 ) -> dict[str, Verdict]:
-    """Verdicts of the evaluated uploads; one evaluation per hotkey."""
+    """Verdicts of the evaluated uploads; one evaluation per hotkey. ``alone``: the window had
+    one upload (None: when one was evaluated)."""
     evaluations = list(evaluations)
-    alone = len(evaluations) == 1  # nothing to prove an excess against (``window_score``)
+    if alone is None:
+        alone = len(evaluations) == 1  # nothing to prove an excess against (``window_score``)
+    alone = alone and len(evaluations) == 1
     out: dict[str, Verdict] = {}
     for ev in evaluations:
         if ev.hotkey in out:
@@ -367,6 +376,7 @@ def score_window(
     copies: Mapping[str, str],
     cfg: ScoringConfig,
     records: Mapping[str, Sequence[float]] | None = None,
+    alone: bool | None = None,
 ) -> dict[str, Verdict]:
     """Every hotkey's verdict for one window; every verdict but ``"scored"`` has score 0.
 
@@ -375,10 +385,11 @@ def score_window(
     copied, scored. Evaluations whose losses are not finite become ``rejected`` with
     ``non_finite_loss``. ``records`` are the senders' track records with this window's ratios
     already in (``gain_ratios``, ``record.extend_records``); without them no record is judged.
-    The result is keyed by hotkey and sorted by it.
+    ``alone``: whether the window had a single upload (a validator that evaluates a sample
+    knows: one evaluation is not one upload). The result is keyed by hotkey and sorted by it.
     """
     overridden = {*missing, *late, *stale, *rejected, *copies}  # never paid this window
-    verdicts = _evaluated(evaluations, cfg, records or {}, overridden)
+    verdicts = _evaluated(evaluations, cfg, records or {}, overridden, alone)
     buckets: dict[Reason, Mapping[str, str]] = {
         "missing": dict.fromkeys(missing, ""),
         "late": dict.fromkeys(late, ""),
