@@ -89,6 +89,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="scoring.check_share of both runs (default: the protocol's)",
     )
     parser.add_argument(
+        "--evaluations",
+        type=int,
+        default=None,
+        help="scoring.evaluations of both runs: uploads each validator evaluates a window, 0 "
+        "every one (default: the protocol's)",
+    )
+    parser.add_argument(
         "--pay-unverified",
         choices=("true", "false"),
         default=None,
@@ -132,6 +139,8 @@ def _scoring(args: argparse.Namespace) -> dict:
         out["checks"] = args.checks
     if getattr(args, "check_share", None) is not None:
         out["check_share"] = args.check_share
+    if getattr(args, "evaluations", None) is not None:
+        out["evaluations"] = args.evaluations
     if getattr(args, "pay_unverified", None) is not None:
         out["pay_unverified"] = args.pay_unverified == "true"
     return out

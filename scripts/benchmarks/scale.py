@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from bittensor.sp_core import Keypair
 
-from benchmarks import scale_live
+from benchmarks import scale_live, scale_total
 from benchmarks.common import PeakMemory, environment, setup
 from subnet.compression import CompressionConfig, build_compressor
 from subnet.config import ProtocolConfig
@@ -55,7 +55,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``bench.py scale``."""
     parser.add_argument("--preset", default="hypertrain-20m")
     parser.add_argument("--sizes", default="4,16,64,256", help="upload counts, comma-separated")
-    parser.add_argument("--roles", default="holder,validator")
+    parser.add_argument(
+        "--roles",
+        default="holder,validator,validator-total",
+        help="holder, validator (every upload evaluated: the cost sampling avoids), "
+        "validator-total (the shipped validator's whole window, in miner-windows)",
+    )
     parser.add_argument("--compressor", default=None, help="default: the protocol's default")
     parser.add_argument(
         "--eval-samples", type=int, default=8, help="samples per evaluation (one micro-batch)"
@@ -276,12 +281,23 @@ def run(args: argparse.Namespace) -> dict:
         for n in sizes:
             if role == "holder":
                 job = (holder_job, args.preset, paths[:n], cfg, args.eager, args.threads)
+            elif role == "validator-total":
+                job = (scale_total.validator_total_job, args.preset, paths[:n], cfg, args.threads)
+                job += (_verified,)
             else:
                 job = (validator_job, args.preset, paths[:n], cfg, args.eager, args.threads)
                 job += (args.eval_samples, args.seq_len, args.keep)
             results[role][str(n)] = _in_fresh_process(*job)
+    p = ProtocolConfig(compression=cfg)
+    total = results.get("validator-total", {})
     return {
         "benchmark": "scale",
+        "validator_total_miner_windows": {n: r["total_miner_windows"] for n, r in total.items()},
+        "validator_total_model_copies": {n: r.get("model_copies") for n, r in total.items()},
+        "validator_download_bytes": {n: r["download_bytes"] for n, r in total.items()},
+        "newcomer_windows_to_90pct": {
+            f"{v}_validators": scale_total.newcomer_windows(64, v, p) for v in (2, 16)
+        },
         "preset": args.preset,
         "compressor": cfg.name,
         "defaults": "the protocol's codec, aggregation, outer step and history_windows",

@@ -36,6 +36,7 @@ from ..scoring import (
     update_moving,
 )
 from ..scoring.assess import WindowProbe, assess_window, own_subset
+from ..scoring.consensus import against, cosines
 from ..scoring.draws import corpus_batches, heldout_draw, heldout_size
 from ..scoring.sample import evaluated, with_matched
 from ..storage.base import ObjectNotFound, StorageError
@@ -129,6 +130,13 @@ class Validator(BaseNeuron):
         self.moving.pop(hotkey, None)
         self.records.pop(hotkey, None)
         self.evaluated.pop(hotkey, None)
+
+    def _payable(self, accepted) -> list[str]:
+        """The uploads this validator may pay: its verified senders' (everyone's without checks,
+        or with ``scoring.pay_unverified``)."""
+        if self.rt.cfg.protocol.scoring.pay_unverified or not self.checker.active:
+            return list(accepted)
+        return [hk for hk in accepted if hk in self.checker.verified]
 
     def _counts(self, miners: list[str]) -> dict[str, int]:
         """Windows each registered miner was evaluated and payable in (``update_moving``)."""
@@ -245,8 +253,14 @@ class Validator(BaseNeuron):
             alone=len(in_time) == 1,
         )
         # Accepted and not evaluated here this window: reported at their standing, or held
-        kept = (in_time.keys() - verdicts.keys()) - held
-        verdicts |= {hk: Verdict(hk, self.moving.get(hk, 0.0), "standing") for hk in kept}
+        kept, payable = (in_time.keys() - verdicts.keys()) - held, set(self._payable(in_time))
+        probation = "no check of it has passed yet"
+        verdicts |= {
+            hk: Verdict(hk, self.moving.get(hk, 0.0), "standing")
+            if hk in payable
+            else Verdict(hk, 0.0, "unverified", probation)
+            for hk in kept
+        }
         why = "a copy fingerprint matched it; the window's evaluations were spent"
         verdicts |= {hk: Verdict(hk, 0.0, "held", why) for hk in held}
         verdicts = self._unpaid(dict(sorted(verdicts.items())))
@@ -418,9 +432,12 @@ class Validator(BaseNeuron):
         # pairs of this window and a miner's own earlier uploads need the evidence measured.
         judged = [m for m in matches if m.window == window or m.source == m.hotkey]
         validators = self.rt.writers(notice_lane(self.rt) or self.grads)
+        payable = self._payable(accepted)
+        suspects = against(cosines(deltas, norms)) if p.scoring.evaluations else []
         sample = evaluated(
-            beacon(self.rt, window), p.run, self.grads, window, accepted, validators,
-            self.rt.hotkey, p.scoring.evaluations,
+            beacon(self.rt, window), p.run, self.grads, window, payable,
+            [hk for hk in accepted if not self.evaluated.get(hk)], validators, self.rt.hotkey,
+            p.scoring.evaluations, suspects,
         )  # fmt: skip
         pairs = [(m.hotkey, m.source) if m.window == window else (m.hotkey,) for m in judged]
         sample, held = with_matched(sample, pairs, p.scoring.evaluations)
@@ -454,6 +471,7 @@ class Validator(BaseNeuron):
             ],
             evaluated=sorted(sample),
             held=sorted(held),
+            against=suspects,
         )
         return evaluations, copies, held
 
