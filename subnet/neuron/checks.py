@@ -23,9 +23,10 @@ window, a validator running checks on a commit-reveal lane:
   withhold whatever a check would read. A link this validator did not see committed is read
   from the upload it names, in the same idle time.
 
-Only this validator's own evidence bans or verifies: another validator's failure claim tells
-it which upload to replay, and its passes change nothing here (a validator that vouched falsely
-would otherwise end any sender's probation at every validator).
+Only this validator's own evidence bans: another validator's failure claim tells it which
+upload to replay. A sender is verified here by a check of its own, or by the passes of
+``QUORUM`` (2) other validators: one validator's word alone counts for nothing, so a validator
+that vouches falsely ends nobody's probation without an accomplice validator.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ from .uploads import Received, WindowUploads
 
 KEEP_OUTS = 16  # committed state_out roots kept per sender (its last uploads)
 DISTRUST = 16  # windows a validator's failure claims are ignored after one proved false
+QUORUM = 2  # other validators whose passes verify a sender here without a check of its own
 READ_SHARE, READ_MIN_S = 0.05, 5.0  # one read of a miner's bucket: 5 % of a window, >= 5 s
 
 
@@ -85,6 +87,8 @@ class Checker:
         self.rt, self.lane, self.on_ban, self.assigned_of = rt, lane, on_ban, assigned_of
         self.banned: dict[str, int] = {}  # hotkey -> the window it was caught in
         self.verified: dict[str, int] = {}  # hotkey -> the last window a check of it passed
+        # hotkey -> {another validator: the window its pass named}: QUORUM of them verify here
+        self.vouches: dict[str, dict[str, int]] = {}
         self.outs: dict[str, dict[int, str]] = {}  # hotkey -> window -> committed state_out
         self.distrust: dict[str, int] = {}  # validator -> the window its claims count again
         self.tasks: list[Task] = []  # memory only: a restart loses them
@@ -107,6 +111,14 @@ class Checker:
         self.replayer = Replayer(model.to(self.rt.cfg.node.neuron.device), inner_config(self.rt))
 
     @property
+    def trusted(self) -> set[str]:
+        """The senders this validator counts as verified: a check of its own passed them, or
+        passes of ``QUORUM`` other validators did (one validator's word alone counts for
+        nothing here, so a validator that vouches falsely needs an accomplice validator)."""
+        vouched = {hk for hk, by in self.vouches.items() if len(by) >= QUORUM}
+        return (self.verified.keys() | vouched) - self.banned.keys()
+
+    @property
     def active(self) -> bool:
         """Checks need a commit-reveal lane (commitments made before the deadline) and a chain
         beacon (rooms have none), and ``scoring.checks`` above 0."""
@@ -121,6 +133,7 @@ class Checker:
         return {
             "banned": self.banned,
             "verified": self.verified,
+            "vouches": self.vouches,
             "distrust": self.distrust,
             "named": self.named,
             "outs": {hk: {str(w): d for w, d in v.items()} for hk, v in self.outs.items()},
@@ -130,6 +143,9 @@ class Checker:
         """Load what :meth:`state_dict` saved."""
         for name in ("banned", "verified", "distrust", "named"):
             setattr(self, name, {k: int(v) for k, v in state.get(name, {}).items()})
+        self.vouches = {
+            hk: {v: int(w) for v, w in by.items()} for hk, by in state.get("vouches", {}).items()
+        }
         self.outs = {
             hk: {int(w): str(d) for w, d in v.items()} for hk, v in state.get("outs", {}).items()
         }
@@ -152,12 +168,12 @@ class Checker:
             self.lane,
             window,
             candidates,
-            set(self.verified),
+            self.trusted,
             validators,
             me,
             p.scoring.checks,
             p.scoring.check_share,
-            {hk: w for hk, w in self.named.items() if hk not in self.verified},
+            {hk: w for hk, w in self.named.items() if hk not in self.trusted},
         )
         self.targets = {w: t for w, t in self.targets.items() if w >= window - 2}
         low, _ = verdict_windows(window, p.scoring.check_grace)
@@ -287,15 +303,18 @@ class Checker:
         verified and the banned leave it (the draw shuffles them by the beacon alone)."""
         for hotkey in hotkeys:
             self.named[hotkey] = max(self.named.get(hotkey, -1), window)
-        done = self.verified.keys() | self.banned.keys()
+        done = self.trusted | self.banned.keys()
         self.named = {hk: w for hk, w in self.named.items() if hk not in done}
 
     def _learn(self, validator: str, verdict: CheckVerdict, window: int) -> None:
-        """Another validator's verdict: a failure of an upload this validator still holds is
-        replayed here (a confirmation; none while that validator's claims are ignored). A pass
-        changes nothing here: this validator pays and trusts on its own replays only, so no
-        validator can end another's probation of a sender (a false voucher)."""
-        if verdict.ok or self.distrust.get(validator, -1) > window:
+        """Another validator's verdict (none while that validator's claims are ignored): a pass
+        is one vouch (``trusted``: ``QUORUM`` of them verify); a failure of an upload this
+        validator still holds is replayed here (a confirmation)."""
+        if self.distrust.get(validator, -1) > window:
+            return
+        if verdict.ok:
+            by = self.vouches.setdefault(verdict.hotkey, {})
+            by[validator] = max(by.get(validator, -1), verdict.window)
             return
         if verdict.hotkey in self.banned:
             return

@@ -136,7 +136,7 @@ class Validator(BaseNeuron):
         or with ``scoring.pay_unverified``)."""
         if self.rt.cfg.protocol.scoring.pay_unverified or not self.checker.active:
             return list(accepted)
-        return [hk for hk in accepted if hk in self.checker.verified]
+        return [hk for hk in accepted if hk in self.checker.trusted]
 
     def _counts(self, miners: list[str]) -> dict[str, int]:
         """Windows each registered miner was evaluated and payable in (``update_moving``)."""
@@ -362,7 +362,7 @@ class Validator(BaseNeuron):
         its merge), and a window whose paid senders are all unverified pays none of them."""
         if self.rt.cfg.protocol.scoring.pay_unverified or not self.checker.active:
             return verdicts
-        verified = self.checker.verified
+        verified = self.checker.trusted
         why = "no check of it has passed yet"
         return {
             hk: replace(v, score=0.0, reason="unverified", detail=why)

@@ -9,9 +9,8 @@ chunk uniformly over the model: a lie confined to one small tensor (a norm's gai
 as often as a lie spread over the embedding.
 
 **Targets.** Each validator checks ``checks`` uploads a window, from its own view of the
-committed senders: **verified** ones (its own checks of them passed: only a validator's own
-replay verifies a sender there) and **newcomers** (their first check here is their probation
-here). Each check goes to one group or the other by a fair coin of the beacon's and the
+committed senders: **verified** ones (a check of its own passed them, or the passes of two
+other validators: ``subnet.neuron.checks.QUORUM``) and **newcomers** (their probation here). Each check goes to one group or the other by a fair coin of the beacon's and the
 validator's (a group that is empty gives its turn to the other).
 
 - The verified group is shuffled by the beacon, the same shuffle at every validator, and

@@ -443,3 +443,19 @@ def test_another_validators_pass_verifies_nobody_here(world_with, monkeypatch) -
     play(holder, [m1, m2], validator, 1)
     # scored in window 1 before any check of v1's own passed it: still on probation here
     assert verdicts(validator)[other] == ["unverified", 0.0]
+
+
+def test_the_passes_of_two_other_validators_verify_a_sender_here(world_with, monkeypatch) -> None:
+    monkeypatch.setattr(validator_module, "random_sample_ids",
+                        functools.partial(random_sample_ids, seed=0))  # fmt: skip
+    names = {"holder": "holder", "v1": "validator", "v2": "validator", "v3": "validator",
+             "m1": "miner", "m2": "miner"}  # fmt: skip
+    world = world_with(names, scoring={**ALL, "checks": 1})
+    holder, m1, m2, validator = roles(world)
+    one, two = m1.rt.hotkey, m2.rt.hotkey
+    _notice(world, "v2", 0, CheckVerdict(0, one, "pass", 0.0), CheckVerdict(0, two, "pass", 0.0))
+    _notice(world, "v3", 0, CheckVerdict(0, two, "pass", 0.0))
+    play(holder, [m1, m2], validator, 0)
+    own = set(validator.checker.verified)  # what v1's own check passed
+    assert two in validator.checker.trusted  # two others' passes: a quorum
+    assert (one in validator.checker.trusted) == (one in own)  # one other's alone: nothing
