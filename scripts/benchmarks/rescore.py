@@ -131,11 +131,13 @@ def replay(events: Iterable[Mapping], cfg: ScoringConfig) -> tuple[dict[str, flo
     last = {e["window"]: i for i, e in enumerate(events) if e.get("event") == "scores"}
     records: dict[str, list[float]] = {}
     moving: dict[str, float] = {}
+    counts: dict[str, int] = {}  # windows evaluated and paid (``Validator.evaluated``)
     checked = {"scores": [0, 0], "moving": [0, 0]}
     for i, e in enumerate(events):
         if e.get("event") == "equivocation" or (e.get("event") == "check" and e["ok"] is False):
             moving.pop(e["hotkey"], None)
             records.pop(e["hotkey"], None)
+            counts.pop(e["hotkey"], None)
             continue
         if e.get("event") != "scores" or last[e["window"]] != i:
             continue
@@ -147,11 +149,17 @@ def replay(events: Iterable[Mapping], cfg: ScoringConfig) -> tuple[dict[str, flo
         records = extend_records(records, gain_ratios(evaluations, cfg, by["copied"]),
                                  cfg.record_windows, registered)  # fmt: skip
         scored = score_window(evaluations, by["missing"], by["late"], by["stale"], by["rejected"],
-                              by["copied"], cfg, records)  # fmt: skip
+                              by["copied"], cfg, records, e.get("alone"))  # fmt: skip
         scores = {hk: v.score for hk, v in scored.items()}
         # probation, after scoring, as the validator applied it (``Validator._unpaid``)
         scores |= {hk: 0.0 for hk, (why, _) in verdicts.items() if why == "unverified"}
-        moving = update_moving(moving, scores, registered, cfg)
+        kept = set(e.get("kept", ()))  # not evaluated: their moving scores stay
+        paid = {hk for hk, (why, _) in verdicts.items() if why == "scored"}
+        counts = {hk: counts.get(hk, 0) + (hk in paid) for hk in registered}
+        moving = update_moving(
+            moving, {hk: s for hk, s in scores.items() if hk not in kept}, registered, cfg,
+            kept, counts,
+        )  # fmt: skip
         for hk, (why, logged) in verdicts.items():
             if why == "scored" and hk in scores:
                 _tally(checked["scores"], _close(scores[hk], logged))

@@ -288,6 +288,8 @@ class Validator(BaseNeuron):
             details={hk: v.detail for hk, v in verdicts.items() if v.detail},
             measured={ev.hotkey: ev.measures() for ev in evaluations},
             record={hk: round(sum(v) / len(v), 4) for hk, v in self.records.items() if v},
+            kept=sorted(kept | held),  # not evaluated here: their moving scores stay
+            alone=len(in_time) == 1,
             empty=not got.accepted,
             **self.rt.meter.take(),  # this window's fetches; its report counts in the next
         )
@@ -434,11 +436,11 @@ class Validator(BaseNeuron):
         validators = self.rt.writers(notice_lane(self.rt) or self.grads)
         payable = self._payable(accepted)
         suspects = against(cosines(deltas, norms)) if p.scoring.evaluations else []
+        fresh = [hk for hk in accepted if not self.evaluated.get(hk)]
+        draw = (beacon(self.rt, window), p.run, self.grads, window)
         sample = evaluated(
-            beacon(self.rt, window), p.run, self.grads, window, payable,
-            [hk for hk in accepted if not self.evaluated.get(hk)], validators, self.rt.hotkey,
-            p.scoring.evaluations, suspects,
-        )  # fmt: skip
+            *draw, payable, fresh, validators, self.rt.hotkey, p.scoring.evaluations, suspects
+        )
         pairs = [(m.hotkey, m.source) if m.window == window else (m.hotkey,) for m in judged]
         sample, held = with_matched(sample, pairs, p.scoring.evaluations)
         judged = [m for m in judged if m.hotkey in sample]

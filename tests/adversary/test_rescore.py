@@ -60,17 +60,22 @@ def _write_run(root: Path, windows: list[Window], groups: dict | None = None) ->
     cfg = ScoringConfig()
     records: dict[str, list[float]] = {}
     moving: dict[str, float] = {}
+    counts: dict[str, int] = {}  # windows evaluated and paid (``Validator.evaluated``)
     lines: list[dict] = []
     for w, win in enumerate(windows):
         for hk in win.banned:
             moving.pop(hk, None)
             records.pop(hk, None)
+            counts.pop(hk, None)
             lines.append({"event": "equivocation", "window": w - 1, "hotkey": hk, "version": w})
         records = extend_records(records, gain_ratios(win.evaluations, cfg, win.copies),
                                  cfg.record_windows, win.miners)  # fmt: skip
         verdicts = score_window(win.evaluations, win.missing, {"late1"} & win.miners, (), {},
                                 win.copies, cfg, records)  # fmt: skip
-        moving = update_moving(moving, {k: v.score for k, v in verdicts.items()}, win.miners, cfg)
+        paid = {k for k, v in verdicts.items() if v.reason == "scored"}
+        counts = {hk: counts.get(hk, 0) + (hk in paid) for hk in win.miners}
+        scores = {k: v.score for k, v in verdicts.items()}
+        moving = update_moving(moving, scores, win.miners, cfg, counts=counts)
         lines.append({"event": "scores", "window": w, "moving": dict(moving),
                       "details": {k: v.detail for k, v in verdicts.items() if v.detail},
                       "verdicts": {k: [v.reason, v.score] for k, v in verdicts.items()},
