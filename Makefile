@@ -78,5 +78,6 @@ upgrade-deps:
 	rm -rf $(UPGRADE_VENV)
 	@echo "==> constraints.txt moved to what the suite just passed with; git diff constraints.txt, then commit"
 
+# Also the demo's run folders (runs/, 50 - 90 MB each) and the local stack's state (.beam/).
 clean:
-	rm -rf $(VENV) $(UPGRADE_VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(UPGRADE_VENV) .pytest_cache .ruff_cache runs .beam

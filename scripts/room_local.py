@@ -1,6 +1,6 @@
 """A local place for rooms: an S3 server, one bucket and one dev wallet per name, until Ctrl-C.
 
-    python scripts/room_local.py --names owner,alice,bob          # S3 on http://127.0.0.1:5000
+    python scripts/room_local.py --names owner,alice,bob          # S3 on http://127.0.0.1:8340
 
 Buckets are ``beam-<name>``; unencrypted development wallets (never fund them) go to
 ``--root``/wallets. It prints the environment the room CLI and the neurons need. See
@@ -25,7 +25,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--names", default="owner,alice,bob", help="comma-separated member names")
     parser.add_argument("--root", default=".beam/room", help="wallets and the server's log")
-    parser.add_argument("--port", type=int, default=5000, help="S3 server port on 127.0.0.1")
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=8340,
+        help="S3 server port on 127.0.0.1 (not 5000: macOS AirPlay takes it)",
+    )
     args = parser.parse_args()
     root = Path(args.root).resolve()
     root.mkdir(parents=True, exist_ok=True)

