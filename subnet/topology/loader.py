@@ -7,6 +7,7 @@ finds it in a source checkout, an editable install and a plain ``pip install .``
 
 from __future__ import annotations
 
+import difflib
 import sys
 from pathlib import Path
 
@@ -65,8 +66,14 @@ def load_spec(ref: str) -> TopologySpec:
     PlanError ``bad_reference`` for a loose reference, ``unknown_topology`` for an unknown name,
     ``unknown_version`` (listing the versions there are) for a known name at another version.
     """
-    name, version = parse_ref(ref)
     index = _builtin_index()
+    try:
+        name, version = parse_ref(ref)
+    except PlanError as error:  # unversioned or misspelled: say what would bind
+        base = ref.rsplit("@", 1)[0] if str(ref).count("@") > 1 else str(ref)
+        exact = sorted(r for r, spec in index.items() if spec.name == base)
+        hint = f"; versions: {', '.join(exact)}" if exact else _did_you_mean(base, index)
+        raise PlanError(error.reason, f"{error.message}{hint}") from None
     if ref in index:
         return index[ref]
     versions = sorted(spec.version for spec in index.values() if spec.name == name)
@@ -75,4 +82,15 @@ def load_spec(ref: str) -> TopologySpec:
             "unknown_version", f"{name} has no version {version}; versions: {', '.join(versions)}"
         )
     names = sorted({spec.name for spec in index.values()})
-    raise PlanError("unknown_topology", f"no topology {name}; builtin: {', '.join(names)}")
+    hint = _did_you_mean(name, index) or f"; builtin: {', '.join(names)}"
+    raise PlanError("unknown_topology", f"no topology {name}{hint}")
+
+
+def _did_you_mean(name: str, index: dict[str, TopologySpec]) -> str:
+    """``"; did you mean @beam/x@1.0.0?"`` for the closest builtin name, or ``""``."""
+    names = sorted({spec.name for spec in index.values()})
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    if not close:
+        return ""
+    refs = sorted(r for r, spec in index.items() if spec.name == close[0])
+    return f"; did you mean {refs[-1]}?"

@@ -65,6 +65,10 @@ def test_load_spec_refuses_unknown_versions_and_names():
     with pytest.raises(PlanError) as error:
         load_spec("@beam/fedavgx@1.0.0")
     assert error.value.reason == "unknown_topology"
+    assert "did you mean @beam/fedavg@1.0.0?" in str(error.value)
+    with pytest.raises(PlanError) as error:
+        load_spec("@beam/zzzzzz@1.0.0")  # nothing close: every builtin name
+    assert error.value.reason == "unknown_topology"
     assert "@beam/fedavg," in str(error.value)
 
 
