@@ -93,13 +93,15 @@ def test_every_honest_check_passes_and_the_lazy_trainer_is_found_out_and_banned(
 
 
 def test_bytes_switched_after_the_scoring_are_never_merged_and_get_the_switcher_banned(record):
-    # Validators scored its honest reveal (``unverified`` where no check of it had passed yet:
-    # judged, held unpaid); the holder read other bytes (-5 x the update) and merged none of
+    # Validators accepted its honest reveal (``scored``; ``unverified`` where no check of it had
+    # passed yet: judged, held unpaid; ``standing`` where the validator's sample passed it over:
+    # reported at its moving score); the holder read other bytes (-5 x the update) and merged none of
     # them: each score counts only for the payload it was given for. The holder's next version
     # names it with the seal of those bytes, and every validator, holding its seal of the bytes
     # it scored, bans it: two signed payloads for one window.
     g = record["groups"][SWITCHER]
-    assert g["verdicts"].get("scored", 0) + g["verdicts"].get("unverified", 0) >= 1, g
+    accepted = ("scored", "unverified", "standing")
+    assert sum(g["verdicts"].get(v, 0) for v in accepted) >= 1, g
     assert (g["merge_weight_share_reported"] or 0.0) == 0.0, g
     assert g["named_in"] >= 1 and g["banned_by"] >= 1, g
     assert record["groups"]["honest"]["named_in"] == 0

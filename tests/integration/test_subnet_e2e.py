@@ -176,7 +176,9 @@ def test_every_honest_upload_accepted_and_noise_weighted_near_zero(run):
         assert checked, f"{validator} scored none of the merged windows"
         assert any(all(r["window"] not in skipped[n] for n in HONEST) for r in checked), skipped
         # Probation (scoring.pay_unverified = false): an honest miner's uploads may be held at 0
-        # ("unverified") until this validator's check of it passes, never after.
+        # ("unverified") until this validator's check of it passes, never after. Once verified,
+        # a window this validator's sample (scoring.evaluations) passed it over reports it at
+        # its standing: never before its check passed (with two validators no quorum of others).
         passed: set[str] = set()
         for row in read_jsonl(dirs[validator] / "metrics.jsonl"):
             if row.get("event") == "check":
@@ -188,6 +190,8 @@ def test_every_honest_upload_accepted_and_noise_weighted_near_zero(run):
                 if row["window"] in skipped[name] or row["window"] < started[name]:
                     # it said it was too slow, or was still starting, and sent nothing
                     assert verdict == "missing", (validator, name, row["window"], verdict)
+                elif row["window"] in merged_windows and verdict == "standing":
+                    assert hotkeys[name] in passed, (validator, name, row["window"], verdict)
                 elif row["window"] in merged_windows and verdict != "scored":
                     assert verdict == "unverified" and hotkeys[name] not in passed, (
                         validator,
