@@ -196,8 +196,9 @@ def build_parser(
 
     Abbreviated flags are refused (``--wallet.n`` is not ``--wallet.name``); a boolean setting
     takes ``--x`` / ``--no-x``. With ``role`` (a key of ``ROLE_SETTINGS``), or ``shown`` (flag
-    name prefixes), the help lists only those settings; the others are still accepted.
-    ``node_title`` heads the top-level flags.
+    name prefixes), the help lists only those settings; the others are still accepted. The
+    protocol's settings (shared, from the subnet's file) are listed apart, by ``--help-protocol``,
+    so that ``--help`` is the node's own flags. ``node_title`` heads the top-level flags.
     """
     parser = ArgParser(
         prog=prog,
@@ -212,6 +213,13 @@ def build_parser(
         help="read settings from a TOML file ([protocol] table for the shared settings)",
     )
     shown = shown if shown is not None else ROLE_SETTINGS.get(role or "")
+    if shown is not None and "protocol." in shown and len(shown) > 1:
+        shown = tuple(p for p in shown if p != "protocol.")
+        parser.add_argument(
+            "--help-protocol",
+            action=_ProtocolHelp,
+            text=lambda: _protocol_help(prog, description, model),
+        )
     flags = sorted(iter_flags(model), key=lambda f: _section_rank(_section(f)))
     groups: dict[str, argparse._ArgumentGroup] = {}
     for flag in flags:
@@ -237,6 +245,29 @@ def build_parser(
                 f"--{flag.name}", default=None, metavar=metavar, help=text, action=action
             )
     return parser
+
+
+def _protocol_help(prog: str, description: str, model: type[BaseModel]) -> str:
+    """The ``--help-protocol`` text: the protocol's settings only (no secrets: none are there)."""
+    parser = build_parser(prog, description, model, shown=("protocol.",))
+    parser.epilog = None
+    return parser.format_help()
+
+
+class _ProtocolHelp(argparse.Action):
+    """``--help-protocol``: print the protocol's settings (usually the subnet's file) and exit."""
+
+    def __init__(self, option_strings: list[str], dest: str, text: Callable[[], str]) -> None:
+        help_ = (
+            "list the protocol's settings (shared by every participant; the subnet's "
+            "--config protocol.toml sets them) and exit"
+        )
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help_)
+        self.text = text
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> NoReturn:
+        print(self.text(), end="")
+        parser.exit(0)
 
 
 def _section(flag: Flag) -> str:

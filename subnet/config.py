@@ -28,6 +28,11 @@ from .storage.keys import PROTOCOL_VERSION
 from .training.config import AggregationConfig, InnerConfig, OuterConfig, ParallelConfig
 
 NETWORK_NAMES = ("finney", "test", "local")
+# What a subnet node started without the subnet's protocol file meets first: name the file.
+HOLDER_HOTKEY_EMPTY = (
+    "--protocol.holder_hotkey is empty: no protocol file was given; pass the subnet's "
+    "protocol file with --config protocol.toml (it names the holder)"
+)
 _SIM = re.compile(r"^sim://[A-Za-z0-9.\-]+:\d{1,5}$")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")  # run and dataset names, as storage keys allow
 

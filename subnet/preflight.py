@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from .config import BeamConfig, ConfigError
+from .config import HOLDER_HOTKEY_EMPTY, BeamConfig, ConfigError
 from .storage.config import StorageConfig, require_bucket
 
 READ_PAIR = ("BEAM_S3_READ_ACCESS_KEY_ID", "BEAM_S3_READ_SECRET_ACCESS_KEY")
@@ -108,7 +108,7 @@ def check_preset(name: str) -> None:
 def check_holder_hotkey(hotkey: str) -> None:
     """``holder_hotkey`` is set and is a valid ss58 address (checksum included)."""
     if not hotkey:
-        raise ConfigError("--protocol.holder_hotkey is empty; the subnet's docs name it")
+        raise ConfigError(HOLDER_HOTKEY_EMPTY)
     from bittensor.sp_core import ss58_decode
 
     try:

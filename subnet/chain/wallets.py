@@ -64,8 +64,8 @@ def load_wallet(cfg: WalletConfig, *, coldkey: bool = False) -> bt.Wallet:
     if not hotkey_file.exists_on_device():
         raise WalletError(
             f"no hotkey {cfg.hotkey!r} in wallet {cfg.name!r} at {cfg.path} "
-            f"({hotkey_file.path} is missing); create it with `btcli wallet new-hotkey` "
-            "or fix --wallet.name / --wallet.hotkey / --wallet.path"
+            f"({hotkey_file.path} is missing){_what_is_there(cfg)}; create it with "
+            "`btcli wallet new-hotkey` or fix --wallet.name / --wallet.hotkey / --wallet.path"
         )
     _unlock(hotkey_file, wallet.get_hotkey, "hotkey")
     if coldkey:
@@ -73,6 +73,18 @@ def load_wallet(cfg: WalletConfig, *, coldkey: bool = False) -> bt.Wallet:
             raise WalletError(f"wallet {cfg.name!r} has no coldkey at {wallet.coldkey_file.path}")
         _unlock(wallet.coldkey_file, wallet.get_coldkey, "coldkey")
     return wallet
+
+
+def _what_is_there(cfg: WalletConfig) -> str:
+    """``"; wallets there: a, b"`` when the wallet is missing, ``"; its hotkeys: x"`` when only
+    the hotkey is: the names a misspelled flag meant."""
+    root = Path(cfg.path).expanduser()
+    folder = root / cfg.name / "hotkeys"
+    if folder.is_dir():
+        names = sorted(p.name for p in folder.iterdir() if p.is_file())
+        return f"; its hotkeys: {', '.join(names) or 'none'}"
+    names = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    return f"; wallets there: {', '.join(names) or 'none'}"
 
 
 def _unlock(keyfile, getter, what: str) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..chain import ChainClient, ChainSetupError, load_wallet
 from ..clock import BlockClock
-from ..config import BeamConfig
+from ..config import HOLDER_HOTKEY_EMPTY, BeamConfig
 from ..membership.chain import ChainMembership, JoinSettings
 from ..neuron.runtime import Runtime
 from ..neuron.seams import Seams, make_runtime, open_bucket
@@ -35,7 +35,7 @@ def build_runtime(cfg: BeamConfig, role: str) -> Runtime:
         return build_room_runtime(cfg, role)
     require_bucket(cfg.node.storage)  # said before anything is opened, as a room says it
     if not cfg.protocol.holder_hotkey:
-        raise ChainSetupError("--protocol.holder_hotkey is empty; the subnet's docs name it")
+        raise ChainSetupError(HOLDER_HOTKEY_EMPTY)
     wallet = load_wallet(cfg.node.wallet)
     chain = ChainClient.open(cfg.node.subtensor.network, cfg.node.netuid)
     try:

@@ -49,6 +49,17 @@ def test_missing_wallet(tmp_path):
     assert_one_line_error(proc, "no hotkey 'default' in wallet 'ghost'", "--wallet.path")
 
 
+def test_a_misspelled_wallet_or_hotkey_lists_what_is_there(tmp_path):
+    for name in ("m1", "v1"):
+        (tmp_path / name / "hotkeys").mkdir(parents=True)
+        (tmp_path / name / "hotkeys" / "default").write_text("{}")
+    proc = run("register.py", "--wallet.name", "m2", "--wallet.path", str(tmp_path))
+    assert_one_line_error(proc, "no hotkey 'default' in wallet 'm2'", "wallets there: m1, v1")
+    args = ("--wallet.name", "m1", "--wallet.hotkey", "hot", "--wallet.path", str(tmp_path))
+    proc = run("register.py", *args)
+    assert_one_line_error(proc, "no hotkey 'hot' in wallet 'm1'", "its hotkeys: default")
+
+
 def test_netuid_that_does_not_exist(simnet, subnet3):
     proc = run("metagraph.py", "--subtensor.network", simnet.network, "--netuid", "99")
     assert_one_line_error(proc, "netuid 99 does not exist", "--netuid")

@@ -55,6 +55,8 @@ CASES = {
     "holder hotkey bad checksum": (["neurons/model_holder.py", "--protocol.holder_hotkey",
                                     HOLDER[:-1] + "q", "--storage.bucket", "beam-h"], KEYS,
                                    ["checksum"]),
+    "no protocol file": (["neurons/miner.py", "--storage.bucket", "beam-m1"], KEYS,
+                         ["holder_hotkey is empty", "--config protocol.toml"]),
     "no bucket": (["neurons/miner.py", "--protocol.holder_hotkey", HOLDER], KEYS,
                   ["--storage.bucket"]),
     "half a read pair": (MINER, {**KEYS, "BEAM_S3_READ_ACCESS_KEY_ID": "r"},

@@ -14,6 +14,14 @@ def help_text(role: str | None = None, epilog: bool = True) -> str:
     return parser.format_help()
 
 
+def protocol_help(role: str, capsys) -> str:
+    """What ``--help-protocol`` prints for ``role`` (it exits 0)."""
+    with pytest.raises(SystemExit) as info:
+        build_parser("beam", "test", role=role).parse_args(["--help-protocol"])
+    assert info.value.code == 0
+    return capsys.readouterr().out
+
+
 def test_every_flag_has_a_description():
     assert [f.name for f in iter_flags() if not f.help.strip()] == []
 
@@ -81,13 +89,19 @@ def test_help_says_where_secrets_come_from():
         assert name in text
 
 
-def test_each_role_lists_the_settings_it_uses():
+def test_each_role_lists_the_settings_it_uses(capsys):
+    # --help: the node's own settings; --help-protocol: the protocol's (the subnet's file)
     names = {f.name for f in iter_flags()}
     for role, prefixes in ROLE_SETTINGS.items():
         text = help_text(role, epilog=False)
+        shared = protocol_help(role, capsys) if "protocol." in prefixes else ""
         for name in names:
             listed = f"--{name} " in text or f"--{name}\n" in text or f"--{name}," in text
-            assert listed == name.startswith(prefixes), (role, name)
+            apart = any(f"--{name}{end}" in shared for end in (" ", "\n", ","))
+            own = name.startswith(prefixes) and not name.startswith("protocol.")
+            assert listed == own, (role, name)
+            assert apart == (name.startswith("protocol.") and "protocol." in prefixes), (role, name)
+        assert ("--help-protocol" in text) == ("protocol." in prefixes), role
     assert "--data.dir" in help_text("holder") and "--data.dir" not in help_text("miner")
     # a setting left out of a role's help is still accepted
     parse_config(["--data.dir", "x"], env={}, role="miner")
@@ -107,14 +121,15 @@ def test_bad_flag_is_one_line_with_a_suggestion():
         parse_config(["--neuron.dev", "cpu"], env={})  # no abbreviations
 
 
-def test_node_flags_come_first_and_the_protocol_last_under_its_own_heading():
+def test_node_flags_in_order_and_the_protocol_apart_under_its_own_heading(capsys):
     text = help_text("miner", epilog=False)
     sections = ("wallet:", "subtensor:", "storage:", "neuron:", "logging:", "parallel:")
     at = {name: text.index(f"\n{name}") for name in sections}
     assert list(at) == sorted(at, key=at.get), at
-    protocol = text.index("\nprotocol settings (shared by every participant")
-    assert protocol > max(at.values()) and "--protocol.window.blocks" in text[protocol:]
-    assert "--protocol." not in text[:protocol]
+    assert "--protocol." not in text and len(text.splitlines()) < 200
+    shared = protocol_help("miner", capsys)
+    assert "\nprotocol settings (shared by every participant" in shared
+    assert "--protocol.window.blocks" in shared and "--wallet.name" not in shared
     # the --parallel.* flags docs/miner.md uses with torchrun are listed for the miner
     assert "--parallel.mode" in text and "--parallel.mode" not in help_text("validator")
 
