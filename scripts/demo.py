@@ -70,6 +70,8 @@ def main() -> int:
         [sys.executable, str(ROOT / "scripts" / "prepare_data.py"), "--out",
          str(ROOT / "data" / settings.dataset)], check=True,
     )  # fmt: skip
+    print("measuring this machine (one inner step, one evaluation) to size the windows ...",
+          flush=True)  # fmt: skip
     if args.window_blocks:
         settings.window_blocks = args.window_blocks
     else:
@@ -80,26 +82,45 @@ def main() -> int:
             cal.report_deadline,
         )
         settings.reveal_deadline = cal.reveal_deadline
+    window_s = settings.window_blocks * settings.block_time
+    # Start-up (stack, processes, the first model) about a minute; a window or two before the
+    # first merge (probation: a miner counts once a validator's check of it passed); the rounds.
+    expected_min = (60 + (args.rounds + 3) * window_s) / 60
+    print(f"expected: about {expected_min:.0f} minutes here ({args.rounds} rounds of "
+          f"{window_s:.0f} s windows after about a minute of start-up; longer if the machine "
+          "gets busier); a progress line every 15 s", flush=True)  # fmt: skip
     run_dir = Path(args.run_dir or ROOT / "runs" / time.strftime("demo-%Y%m%d-%H%M%S"))
     run = LocalRun(run_dir, settings)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     first_loss = None
     try:
+        print(f"starting simnet, the S3 server, the model holder, {args.validators} validators "
+              f"and {args.miners} miners ...", flush=True)  # fmt: skip
         run.start()
         print(f"\nrun folder: {run_dir}\n{'round':>5} {'window':>6} {'miners':>6} "
               f"{'held-out loss':>13} {'uploads':>10} {'DDP ring, up':>15}")  # fmt: skip
 
+        explained = False
+
         def show(v: dict) -> None:
-            nonlocal first_loss
+            nonlocal first_loss, explained
             first_loss = v["heldout_loss"] if first_loss is None else first_loss
             sent, ddp = v.get("bytes"), v.get("ddp_bytes")
-            print(f"{v['version']:>5} {v['window']:>6} {len(v.get('contributors', {})):>6} "
+            merged = len(v.get("contributors", {}))
+            print(f"{v['version']:>5} {v['window']:>6} {merged:>6} "
                   f"{v['heldout_loss']:>13.4f} {fmt_bytes(sent) if sent else '-':>10} "
                   f"{fmt_bytes(ddp) if ddp else '-':>15}", flush=True)  # fmt: skip
+            if 0 < v["version"] and merged < args.miners and not explained:
+                explained = True
+                print(f"      ({merged} of {args.miners} miners merged: a miner counts once a "
+                      "validator's check of it passed (probation), or sat out a window it could "
+                      "not train in time; the run page names each one's reason)", flush=True)  # fmt: skip
 
         started = time.monotonic()
         # In windows of the chain's clock: the pacemaker may lengthen them on a busy machine.
-        finished = run.wait(show, windows=3 * args.rounds + 4)
+        finished = run.wait(
+            show, windows=3 * args.rounds + 4, on_progress=lambda line: print(line, flush=True)
+        )
         elapsed = time.monotonic() - started
         graph = run.chain().metagraph()
     except KeyboardInterrupt:

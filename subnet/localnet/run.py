@@ -136,11 +136,20 @@ class LocalRun:
         paths = list((self.root / "state").glob("holder-*/metrics.jsonl"))
         return read_records(paths[0], "version") if paths else []
 
-    def wait(self, on_round: Callable[[dict], None], windows: float) -> bool:
+    def wait(
+        self,
+        on_round: Callable[[dict], None],
+        windows: float,
+        on_progress: Callable[[str], None] | None = None,
+        every_s: float = 15.0,
+    ) -> bool:
         """Wait for ``rounds`` merged versions, at most ``windows`` windows of the chain's clock;
-        ``on_round`` sees each new one. False when the windows ran out."""
+        ``on_round`` sees each new one, ``on_progress`` a line saying where the run is (window,
+        phase, rounds merged) every ``every_s`` seconds. False when the windows ran out."""
         assert self.neurons is not None
         seen = 0
+        chain = self.chain()
+        started = last = time.monotonic()
 
         def merged() -> bool:
             nonlocal seen
@@ -151,12 +160,17 @@ class LocalRun:
             return len([v for v in versions if v["version"] > 0]) >= self.settings.rounds
 
         def alive() -> None:
+            nonlocal last
             assert self.neurons is not None
             dead = [name for name, up in self.neurons.alive().items() if not up]
             if dead:
                 raise NeuronsExited(f"neurons exited early: {dead}; see {self.root / 'logs'}")
+            now = time.monotonic()
+            if on_progress is not None and now - last >= every_s:
+                last = now
+                merged_so_far = len([v for v in self.versions() if v["version"] > 0])
+                on_progress(self.where(chain.block(), merged_so_far, now - started))
 
-        chain = self.chain()
         try:
             wait_windows(
                 merged,
@@ -170,6 +184,23 @@ class LocalRun:
         except TimeoutError:
             return False
         return True
+
+    def where(self, block: int, merged: int, elapsed_s: float) -> str:
+        """One progress line: time, window and phase at ``block``, rounds merged so far."""
+        window = self.settings.protocol()["window"]
+        blocks = window["blocks"]
+        offset = block % blocks
+        if offset < window["upload_deadline"]:
+            phase = "miners training and uploading"
+        elif offset < window["report_deadline"]:
+            phase = "validators scoring and checking"
+        else:
+            phase = "the holder merging"
+        minutes, seconds = divmod(int(elapsed_s), 60)
+        return (
+            f"  [{minutes}:{seconds:02d}] window {block // blocks}, block {offset}/{blocks}: "
+            f"{phase}; {merged} of {self.settings.rounds} rounds merged"
+        )
 
     def chain(self) -> ChainClient:
         """A chain client on this run's simnet."""

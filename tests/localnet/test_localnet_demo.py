@@ -45,6 +45,11 @@ def test_demo_runs_rounds_writes_the_run_page_and_stops_everything(tmp_path):
     assert (run_dir / "report.html").stat().st_size > 5000
     assert out.rstrip().endswith("all processes stopped")
     assert re.search(r"^calibrated: one inner step takes [\d.]+ s", out, re.M), out
+    # It says up front how long it will take, then where it is while nothing merges.
+    assert re.search(r"^expected: about \d+ minutes here", out, re.M), out
+    assert re.search(r"^  \[\d+:\d\d\] window \d+, block \d+/\d+: .+; \d of 2 rounds", out, re.M), (
+        out
+    )
     assert (run_dir / "chain.json").exists()  # incentive for the run page
     # `bench.py demo_load`'s record of this run (its tiny variant: no burners, two rounds)
     record = demo_load.record(proc, run_dir, burners=0, rounds=2, wall=0.0)
