@@ -98,18 +98,19 @@ def main() -> int:
               f"and {args.miners} miners ...", flush=True)  # fmt: skip
         run.start()
         print(f"\nrun folder: {run_dir}\n{'round':>5} {'window':>6} {'miners':>6} "
-              f"{'held-out loss':>13} {'uploads':>10} {'DDP ring, up':>15}")  # fmt: skip
+              f"{'held-out loss':>13} {'grads merged':>12} {'DDP worker, up+down':>20}")  # fmt: skip
 
         explained = False
 
         def show(v: dict) -> None:
             nonlocal first_loss, explained
             first_loss = v["heldout_loss"] if first_loss is None else first_loss
-            sent, ddp = v.get("bytes"), v.get("ddp_bytes")
+            sent, ring = v.get("bytes"), v.get("ddp_ring_bytes_per_worker")
+            ddp = 2 * ring if ring else None  # one DDP worker's ring, both ways
             merged = len(v.get("contributors", {}))
             print(f"{v['version']:>5} {v['window']:>6} {merged:>6} "
-                  f"{v['heldout_loss']:>13.4f} {fmt_bytes(sent) if sent else '-':>10} "
-                  f"{fmt_bytes(ddp) if ddp else '-':>15}", flush=True)  # fmt: skip
+                  f"{v['heldout_loss']:>13.4f} {fmt_bytes(sent) if sent else '-':>12} "
+                  f"{fmt_bytes(ddp) if ddp else '-':>20}", flush=True)  # fmt: skip
             if 0 < v["version"] and merged < args.miners and not explained:
                 explained = True
                 print(f"      ({merged} of {args.miners} miners merged: a miner counts once a "

@@ -34,7 +34,9 @@ def test_demo_runs_rounds_writes_the_run_page_and_stops_everything(tmp_path):
     merged = [int(m[1]) for m in re.finditer(r"^\s+\d+\s+\d+\s+(\d+)\s", out, re.M)]
     assert merged and min(merged) >= 1, out
     if max(merged) >= 2:
-        assert re.search(r"\(([\d,]+)x a miner's up \+ down\)", out), out
+        assert re.search(
+            r"a DDP worker .+ moves .+ up \+ down a round, a miner .+: [\d,]+x less", out
+        ), out
     else:
         assert "DDP: one worker per round, nothing to all-reduce" in out, out
     # Incentive shows on the metagraph (for some miner: in two rounds one miner may miss its

@@ -56,7 +56,8 @@ def test_per_role_means_per_peer_per_round(tmp_path: Path) -> None:
         "miner 1.00 kB up / 7.50 kB down (1.00 kB / 10.0 kB after its first)" in line
         and "holder 9.00 kB up / 2.50 kB down" in line
     )
-    assert "1.50 MB up / 1.50 MB down per worker" in line and "(353x a miner's up + down)" in line
+    # one figure, as the page's headline: per worker per round, up + down
+    assert "moves 3.00 MB up + down a round, a miner 8.50 kB: 353x less" in line, line
 
 
 def test_page_bytes_section_and_card(tmp_path: Path) -> None:

@@ -17,7 +17,6 @@ from .units import (
     fmt_datetime,
     fmt_int,
     fmt_loss,
-    fmt_ratio,
     fmt_seconds,
     fmt_share,
     fmt_windows,
@@ -94,9 +93,8 @@ ROUND_COLUMNS = (
     ("nodes", True),
     ("compute", True),
     ("sync", True),
-    ("gradients merged (up)", True),
-    ("DDP: fp32 gradients, ring (up)", True),
-    ("saved on gradients up", True),
+    ("gradients merged (all uploads)", True),
+    ("a DDP worker, up + down", True),
     ("loss", True),
 )
 LANE_COLUMNS = (
@@ -321,8 +319,7 @@ def _rounds(rows: list[summary.RoundRow], total: int) -> str:
             fmt_seconds(r.compute_s),
             fmt_seconds(r.sync_s),
             fmt_bytes(r.bytes),
-            fmt_bytes(r.ddp_bytes),
-            fmt_ratio(r.saved),
+            fmt_bytes(r.ddp_worker),
             fmt_loss(r.loss),
         ]
         for r in rows

@@ -4,7 +4,11 @@ Definitions (DESIGN.md §8):
 
 - a *round* is one merged model version (version >= 1); its *nodes* are the contributors merged;
 - *compute time* and *sync time* of a round are the means of the miners' ``seconds`` and
-  ``sync_seconds`` for that round's window; *saved ratio* is ``ddp_bytes / bytes``;
+  ``sync_seconds`` for that round's window; its *DDP worker* bytes are what one DDP worker
+  would send plus receive for the same steps (a ring all-reduce of fp32 gradients every inner
+  step over the round's contributors), the one bandwidth figure the page and the demo compare
+  with (``traffic``: a miner's up + down a round); the headline's *saved ratio* (``ddp_bytes /
+  bytes``, gradient uploads only) is only shown for a run whose metrics carry no meter counts;
 - a participant's *tokens/s* is its summed tokens over its summed compute seconds, and its *share*
   is its summed merge weight over all rounds divided by the number of rounds;
 - a participant's status is judged against the newest window any neuron logged (the run's
@@ -93,9 +97,9 @@ class RoundRow:
     nodes: int
     compute_s: float | None
     sync_s: float | None
-    bytes: int | None
+    bytes: int | None  # gradient uploads merged, all senders
     ddp_bytes: int | None
-    saved: float | None
+    ddp_worker: int | None  # one DDP worker's bytes up + down for the same steps
     loss: float | None
 
 
@@ -269,13 +273,18 @@ def _miner_throughput(trains: list[Train]) -> tuple[int, float | None]:
     return tokens, (sum(t.tokens or 0 for t in timed) / seconds if seconds else None)
 
 
+def _per_worker(ddp_bytes: int | None, contributors: dict) -> int | None:
+    return ddp_bytes // len(contributors) if ddp_bytes is not None and contributors else None
+
+
 def round_rows(run: Run, last: int | None = None) -> list[RoundRow]:
     """The rounds table, newest first; ``last`` keeps only the most recent ones."""
     rows = []
     for v in merged(run):
         trains = [t for t in run.trains if t.window == v.window]
         starts = [t.t - (t.seconds or 0.0) - (t.sync_seconds or 0.0) for t in trains]
-        saved = v.ddp_bytes / v.bytes if v.bytes and v.ddp_bytes is not None else None
+        # One worker's ring each way (older runs logged only the total over the workers).
+        ring = v.ddp_ring if v.ddp_ring is not None else _per_worker(v.ddp_bytes, v.contributors)
         rows.append(
             RoundRow(
                 round=v.version,
@@ -287,7 +296,7 @@ def round_rows(run: Run, last: int | None = None) -> list[RoundRow]:
                 sync_s=_mean([t.sync_seconds for t in trains]),
                 bytes=v.bytes,
                 ddp_bytes=v.ddp_bytes,
-                saved=saved,
+                ddp_worker=2 * ring if ring is not None else None,
                 loss=v.heldout_loss,
             )
         )

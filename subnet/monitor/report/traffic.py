@@ -137,14 +137,16 @@ def describe(run: Run, fmt: Callable[[float], str]) -> str:
         parts.append(part)
     line = "per peer per round: " + ", ".join(parts) if parts else "no bytes logged"
     ring, saved = ddp_ring_per_round(run), miner_saving(run)
+    miner = next((r for r in by_role(run) if r.role == "miner"), None)
     if ring == 0:
         line += "; DDP: one worker per round, nothing to all-reduce"
     elif ring is not None:
+        # The one bandwidth figure (the run page's headline too): per worker per round, up + down.
         line += (
-            f"; DDP (ring all-reduce of fp32 gradients every step) {fmt(ring)} up / "
-            f"{fmt(ring)} down per worker"
+            f"\na DDP worker (ring all-reduce of fp32 gradients every step) moves {fmt(2 * ring)} "
+            "up + down a round"
         )
-    if saved is not None:
-        line += f" ({saved:,.0f}x a miner's up + down)"
+        if saved is not None and miner is not None:
+            line += f", a miner {fmt(miner.both_per_round)}: {saved:,.0f}x less"
     checks = verification(run)
     return line + (f"\n{checks}" if checks else "")
