@@ -38,7 +38,9 @@ network = "sim://127.0.0.1:9945"
 A boolean setting is switched on with `--x` and off with `--no-x` (environment: `1`/`0`,
 `true`/`false`, `yes`/`no`). Flags are never abbreviated: a misspelled or shortened flag is an
 error that suggests the flag you meant. `--version` prints Beam's and the protocol's version, and
-each role's `--help` lists the settings that role reads (every setting is still accepted).
+each role's `--help` lists the node settings that role reads (every setting is still accepted)
+and `--help-protocol` the protocol's settings, which every participant shares and which come from
+the subnet's `--config protocol.toml`, not one by one.
 The defaults below are the effective ones (e.g. `protocol.outer` is `sgd` at lr 2.0).
 
 Secrets are never settings. Wallet passwords come from `BT_WALLET_PASSWORD` or the file named by

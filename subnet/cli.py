@@ -212,8 +212,11 @@ def build_parser(
         metavar="FILE.toml",
         help="read settings from a TOML file ([protocol] table for the shared settings)",
     )
+    # A neuron's protocol settings come from the subnet's file: listed apart. (A room's `run`
+    # verb, which pins them, passes ``shown`` and lists them with its own.)
+    apart = shown is None and role is not None
     shown = shown if shown is not None else ROLE_SETTINGS.get(role or "")
-    if shown is not None and "protocol." in shown and len(shown) > 1:
+    if apart and shown is not None and "protocol." in shown and len(shown) > 1:
         shown = tuple(p for p in shown if p != "protocol.")
         parser.add_argument(
             "--help-protocol",

@@ -35,6 +35,29 @@ def test_page_shows_the_headline_figures_and_tables() -> None:
     assert "<script" not in page and "refresh" not in page
 
 
+def test_the_page_says_who_earns_and_names_each_money_column(tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(FIXTURE_RUN, run_dir)
+    text = re.sub(r"<[^>]+>", " ", render_page(load_run(run_dir), now=1_700_000_200))
+    # no chain.json: the weights' uids name nobody, so no weights column and no earners
+    assert "weight on chain" not in text and "no validator has set weights yet" in text
+    assert "Merge share: the mean weight" in text  # what the share column is
+    run = load_run(run_dir)
+    miners = {p.name: hk for hk, p in run.participants.items() if p.role == "miner"}
+    chain = {hk: {"uid": 3 + i, "incentive": [0.5, 0.5, 0.0][i], "dividends": 0.0}
+             for i, hk in enumerate(miners[n] for n in ("miner1", "miner2", "miner3"))}  # fmt: skip
+    (run_dir / "chain.json").write_text(json.dumps(chain))
+    text = re.sub(r"<[^>]+>", " ", render_page(load_run(run_dir), now=1_700_000_200))
+    assert "Miners earning" in text and "2 of 3" in text and "weight on chain (latest)" in text
+    room = load_run(run_dir)
+    room.network = "room http://127.0.0.1:8340/beam-room/r"
+    text = re.sub(r"<[^>]+>", " ", render_page(room, now=1_700_000_200))
+    assert "weight on chain" not in text and "validators' weight (latest)" in text
+
+
 def test_page_is_self_contained() -> None:
     page = render_page(load_run(FIXTURE_RUN))
     # nothing the browser would fetch (the network string "sim://..." is plain text)

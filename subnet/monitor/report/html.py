@@ -82,10 +82,17 @@ ROSTER_COLUMNS = (
     ("rounds", True),
     ("tokens merged / trained", True),
     ("tokens/s", True),
-    ("share", True),
+    ("merge share (mean of rounds)", True),
     ("train loss", True),
     ("verdicts", False),
-    ("weight on chain", True),
+)
+# What each money column is: a merge share does not pay, the validators' weights do.
+ROSTER_NOTE = (
+    "Merge share: the mean weight a miner's uploads had in the holder's merges over all rounds "
+    "(it moves the model, it pays nothing). Weight: the mean of the validators' latest weights, "
+    "set from each miner's moving score; on a chain it sets the incentive (emission). The two "
+    "differ where a miner's score changed lately or some of its rounds were merged on another "
+    "validator's report."
 )
 ROUND_COLUMNS = (
     ("round", True),
@@ -126,13 +133,20 @@ def render_page(
     """The whole page; ``refresh`` (seconds) adds an auto-refresh meta tag for live serving."""
     now = time.time() if now is None else now
     head = summary.headline(run)
+    people = summary.roster(run)
+    weighed = any(r.weight is not None for r in people)
     refresh_tag = f'<meta http-equiv="refresh" content="{int(refresh)}">' if refresh else ""
     sections = [
         _header(run, now, live=bool(refresh)),
         _stall(head),
-        _cards(head, run),
+        _cards(head, run, people),
         _chart(run, head),
-        _roster(summary.roster(run), traffic=bool(run.traffic), incentive=bool(run.chain)),
+        _roster(
+            people,
+            traffic=bool(run.traffic),
+            incentive=bool(run.chain),
+            weights=_weights_label(run) if weighed else None,
+        ),
         pay_panel.panel(run),
         bytes_panel.panel(run),
         _rounds(summary.round_rows(run, last=recent), total=head.rounds),
@@ -148,6 +162,14 @@ def render_page(
         f"{refresh_tag}<title>{escape(run.name)} · Beam run</title><style>{CSS}</style></head>"
         f"<body><main>{body}</main></body></html>\n"
     )
+
+
+def _weights_label(run: Run) -> str | None:
+    """The weights column's label: on a chain, or a room's (no chain); None when none were set."""
+    if not run.weights:
+        return None
+    room = (run.network or "").startswith("room ")
+    return "validators' weight (latest)" if room else "weight on chain (latest)"
 
 
 def _header(run: Run, now: float, live: bool) -> str:
@@ -176,7 +198,7 @@ def _card(label: str, value: str, note: str = "", unit: str = "") -> str:
     )
 
 
-def _cards(h: summary.Headline, run: Run) -> str:
+def _cards(h: summary.Headline, run: Run, people: list[summary.RosterRow]) -> str:
     by_role = sorted(h.nodes_by_role.items(), key=lambda kv: summary.ROLE_ORDER.get(kv[0], 3))
     roles = ", ".join(f"{n} {role}{'s' if n != 1 else ''}" for role, n in by_role)
     start = f"from {fmt_loss(h.initial_loss)} at start" if h.initial_loss is not None else ""
@@ -193,9 +215,23 @@ def _cards(h: summary.Headline, run: Run) -> str:
         _card("Nodes", fmt_int(h.nodes) if h.nodes else DASH, roles),
         _card("Avg throughput", fmt_int(h.throughput), per_second, unit="tok/s"),
         _card("Tokens merged", fmt_int(h.tokens) if h.rounds else DASH, _tokens_note(h)),
+        _earning(people, bool(run.chain)),
         _card("Bandwidth vs DDP", saved, saved_note, unit=unit),
     ]
     return f'<section class="cards">{"".join(cards)}</section>'
+
+
+def _earning(rows: list[summary.RosterRow], on_chain: bool) -> str:
+    """ "Am I earning": the miners with incentive (on a chain) or validators' weight, of all."""
+    miners = [r for r in rows if r.role == "miner"]
+    paid = {r.name: (r.incentive if on_chain else r.weight) or 0.0 for r in miners}
+    if not miners or not any(r.weight is not None or r.incentive is not None for r in miners):
+        return _card("Miners earning", DASH, "no validator has set weights yet")
+    earning = [name for name, v in paid.items() if v > 0]
+    top = max(paid, key=paid.get)
+    what = "incentive" if on_chain else "validators' weight"
+    note = f"with {what} > 0; largest {fmt_share(paid[top])} ({top}); roster below"
+    return _card("Miners earning", f"{len(earning)} of {len(miners)}", note)
 
 
 def _tokens_note(h: summary.Headline) -> str:
@@ -273,9 +309,17 @@ def _verdict_cell(r: summary.RosterRow) -> str:
     return text + last
 
 
-def _roster(rows: list[summary.RosterRow], traffic: bool = False, incentive: bool = False) -> str:
-    """The roster table; ``incentive`` and ``traffic`` add those columns."""
+def _roster(
+    rows: list[summary.RosterRow],
+    traffic: bool = False,
+    incentive: bool = False,
+    weights: str | None = "weight on chain (latest)",
+) -> str:
+    """The roster table; ``incentive`` and ``traffic`` add those columns, ``weights`` (its
+    label; None: no validator set any) the validators' weights."""
     headers = [*ROSTER_COLUMNS]
+    if weights:
+        headers.append((weights, True))
     if incentive:
         headers.append(("incentive", True))
     if traffic:
@@ -298,7 +342,7 @@ def _roster(rows: list[summary.RosterRow], traffic: bool = False, incentive: boo
             share,
             fmt_loss(r.loss),
             _verdict_cell(r),
-            fmt_share(r.weight),
+            *([fmt_share(r.weight)] if weights else []),
         ]
         if incentive:
             row.append(fmt_share(r.incentive))
@@ -307,7 +351,8 @@ def _roster(rows: list[summary.RosterRow], traffic: bool = False, incentive: boo
             row.append(f"{fmt_bytes(up)}<br>{fmt_bytes(down)}")
         cells.append(row)
     table = _table(headers, cells, "No participants known yet.", wrap={0, 7})
-    return f'<section class="panel"><h2>Roster</h2>{table}</section>'
+    note = f'<p class="meta">{escape(ROSTER_NOTE)}</p>'
+    return f'<section class="panel"><h2>Roster</h2>{table}{note}</section>'
 
 
 def _rounds(rows: list[summary.RoundRow], total: int) -> str:
