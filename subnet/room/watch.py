@@ -152,8 +152,12 @@ def summary(rounds: Sequence[Round], seconds: float, start: float | None = None)
     tokens = sum(r.tokens for r in merged) or (
         sum(r.trained_tokens for r in rounds) if merged else 0
     )
-    lines = [f"{len(merged)} of {len(rounds)} rounds merged"]
     models = sorted({n for r in merged for n in r.losses})
+    if len(models) > 1:  # several model lines: each counts its own merges
+        counts = [f"{n} {sum(n in r.merged for r in rounds)}" for n in models]
+        lines = [f"rounds merged of {len(rounds)}: {', '.join(counts)}"]
+    else:
+        lines = [f"{len(merged)} of {len(rounds)} rounds merged"]
     others: list[str] = []
     prefix = ""
     if len(models) > 1:  # several models (two holders): the lead's from the start, each apart

@@ -133,3 +133,15 @@ def test_serve_rerenders_on_each_request(run_dir: Path) -> None:
 def test_serve_refuses_non_loopback(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="loopback"):
         make_server(tmp_path, host="0.0.0.0")
+
+
+def test_a_run_merged_only_at_the_end_charts_its_train_loss_per_round() -> None:
+    # gossip: the held-out loss is measured once, at the final merge; the trainers' loss is
+    # what moves every round, so the chart shows that (one point per window), named as such
+    run = load_run(FIXTURE_RUN)
+    run.versions = [v for v in run.versions if v.version <= 1]
+    page = render_page(run)
+    svg = page[page.index("<svg") : page.index("</svg>")]
+    assert "Trainers&#x27; mean loss per round" in svg
+    windows = {t.window for t in run.trains if t.loss is not None}
+    assert len(windows) >= 2 and svg.count('<circle class="pt"') == len(windows)

@@ -151,3 +151,5 @@ def test_a_run_of_two_models_names_each_holders_loss():
     lines = summary(rounds, 10.0, start=9.0)
     assert "holder_a's model: held-out loss 9.0000 at the start -> 8.5000 at the end" in lines
     assert "holder_b's model: held-out loss 8.9000 -> 8.2000" in lines
+    # each model line counts its own merges: holder_a merged once, holder_b twice
+    assert lines[0] == "rounds merged of 2: holder_a 1, holder_b 2"

@@ -260,6 +260,15 @@ def _stall(h: summary.Headline) -> str:
 def _chart(run: Run, h: summary.Headline) -> str:
     points = [(float(r), loss) for r, loss in summary.loss_curve(run)]
     reference = ("initial", h.initial_loss) if h.initial_loss is not None else None
+    trained = summary.train_loss_curve(run)
+    if len(points) < 2 and len(trained) >= 2:  # held-out only at the end (gossip): train loss
+        svg = line_chart(
+            [(float(w), loss) for w, loss in trained],
+            title="Trainers' mean loss per round (held-out loss is measured only when merged)",
+            x_label="round (window)",
+            y_label="train loss",
+        )
+        return f'<section class="panel">{svg}</section>'
     svg = line_chart(
         points,
         title="Global held-out loss per outer round",

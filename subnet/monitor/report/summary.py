@@ -113,6 +113,16 @@ def loss_curve(run: Run) -> list[tuple[int, float]]:
     return [(v.version, v.heldout_loss) for v in merged(run) if v.heldout_loss is not None]
 
 
+def train_loss_curve(run: Run) -> list[tuple[int, float]]:
+    """``(window, the trainers' mean loss)``, one point per window any trainer logged a loss:
+    the curve for runs whose held-out loss is measured only at the end (gossip)."""
+    by_window: dict[int, list[float]] = {}
+    for t in run.trains:
+        if t.loss is not None:
+            by_window.setdefault(t.window, []).append(t.loss)
+    return [(w, sum(v) / len(v)) for w, v in sorted(by_window.items())]
+
+
 def initial_loss(run: Run) -> float | None:
     """Held-out loss of version 0, if the holder logged it."""
     return next((v.heldout_loss for v in run.versions if v.version == 0), None)
