@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from ..storage.keys import ObjectKind
 from ..topology import Registries
+from ..training.config import AggregationConfig, OuterConfig
 from .base import BaseNeuron
 from .gates import GATES
 from .holder import ModelHolder
@@ -42,6 +43,9 @@ def build_registries() -> Registries:
         aggregation_rules=frozenset(AGGREGATION_RULES),
         outer_rules=frozenset(OUTER_RULES),
         lane_kinds=frozenset(kind.value for kind in ObjectKind),
+        # the tree action reads tree_fanout from [aggregation] (subnet.neuron.actions.tree)
+        aggregation_keys=frozenset(AggregationConfig.model_fields) | {"tree_fanout"},
+        outer_keys=frozenset(OuterConfig.model_fields),
     )
 
 

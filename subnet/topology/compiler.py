@@ -42,6 +42,9 @@ class Registries:
     lane_kinds: frozenset[str] | None = None  # ObjectKind values
     # role class -> action -> the pydantic model of its step's ``params`` (extra keys forbidden)
     step_params: Mapping[str, Mapping[str, type[BaseModel]]] | None = None
+    # the keys an [aggregation] / [outer] table may hold (anything else is a misspelling)
+    aggregation_keys: frozenset[str] | None = None
+    outer_keys: frozenset[str] | None = None
 
 
 def spec_vocabulary(specs: Iterable[TopologySpec]) -> Registries:
@@ -92,6 +95,22 @@ def _rule_gap(kind: str, name: str, known: Container[str] | None) -> list[PlanEr
     return [PlanError("unknown_rule", f"{kind} rule {name!r} is not registered")]
 
 
+def _key_gaps(
+    ref: str, table: str, entries: Mapping[str, object], known: frozenset[str] | None
+) -> list[PlanError]:
+    """A key of ``[table]`` that nothing reads: refused by name, not dropped silently."""
+    if known is None:
+        return []
+    return [
+        PlanError(
+            "unknown_param",
+            f"{ref}: [{table}] key {key!r} is not read; known: {', '.join(sorted(known))}",
+        )
+        for key in entries
+        if key not in known
+    ]
+
+
 def registry_gaps(spec: TopologySpec, reg: Registries) -> list[PlanError]:
     """Every action, gate and rule ``spec`` names that ``reg`` lacks, in spec order.
 
@@ -116,6 +135,8 @@ def registry_gaps(spec: TopologySpec, reg: Registries) -> list[PlanError]:
     gaps += _rule_gap("stop", spec.stop["rule"], reg.stop_rules)
     gaps += _rule_gap("aggregation", spec.aggregation["rule"], reg.aggregation_rules)
     gaps += _rule_gap("outer", spec.outer["name"], reg.outer_rules)
+    gaps += _key_gaps(spec.ref, "aggregation", spec.aggregation, reg.aggregation_keys)
+    gaps += _key_gaps(spec.ref, "outer", spec.outer, reg.outer_keys)
     for lane_name, lane in spec.lanes.items():
         if reg.lane_kinds is not None and lane.kind not in reg.lane_kinds:
             message = f"lane {lane_name!r}: object kind {lane.kind!r} is not registered"

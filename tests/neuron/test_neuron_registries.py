@@ -123,6 +123,19 @@ def test_a_misspelled_step_parameter_is_a_compile_error_naming_the_spec_and_key(
     assert "@beam/diloco@1.0.0" in str(error.value) and "'keep_optimiser'" in str(error.value)
 
 
+@pytest.mark.parametrize(("table", "key"), [("outer", "momentun"), ("aggregation", "clip")])
+def test_a_misspelled_outer_or_aggregation_key_is_a_compile_error_naming_it(table, key):
+    spec = next(s for s in builtin_specs() if s.ref == "@beam/diloco@1.0.0")
+    data = spec.model_dump(by_alias=True, exclude_none=True)
+    data[table][key] = 0.5
+    spec = parse_spec(data, "test")
+    with pytest.raises(PlanError) as error:
+        compile_plan(spec, Template(topology=spec.ref), full_roster(spec), REGISTRIES)
+    assert error.value.reason == "unknown_param"
+    assert f"[{table}] key {key!r} is not read" in str(error.value), error.value
+    assert "@beam/diloco@1.0.0" in str(error.value)
+
+
 def test_a_step_parameter_of_the_wrong_type_is_a_compile_error():
     spec = _with_step_params("@beam/diloco@1.0.0", "worker", 0, {"inner_steps": "many"})
     with pytest.raises(PlanError) as error:
