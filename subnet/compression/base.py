@@ -17,6 +17,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import torch
@@ -43,13 +44,23 @@ class PayloadError(ValueError):
         self.reason: RejectReason = reason
 
 
+# What a check of training verifies of an upload in a codec, beyond replaying its input
+# (``subnet.verify.check``): ``sparse``, that each chunk sent is the codec's top-k of the
+# claimed error feedback on the shared codebook levels; ``lossless``, that no error feedback is
+# left; ``other``, nothing more (the input alone). Every codec states it: none gets the weakest
+# check by being new.
+CheckRules = Literal["sparse", "lossless", "other"]
+
+
 @dataclass(frozen=True)
 class CompressorInfo:
-    """What a compressor is: its registry name, whether decoding is exact, and a one-line summary."""
+    """What a compressor is: its registry name, whether decoding is exact, a one-line summary,
+    and what a check of training verifies of its output (``CheckRules``)."""
 
     name: str
     lossless: bool
     summary: str
+    check: CheckRules
 
 
 @dataclass(frozen=True)

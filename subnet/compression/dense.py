@@ -28,7 +28,12 @@ class DenseCompressor(Compressor):
         self.dtype = dtype
         exact = dtype == torch.float32
         name = "dense-fp32" if exact else "dense-bf16"
-        self.info = CompressorInfo(name, lossless=exact, summary=f"every value as {dtype}")
+        self.info = CompressorInfo(
+            name,
+            lossless=exact,
+            summary=f"every value as {dtype}",
+            check="lossless" if exact else "other",
+        )
 
     def encode_tensor(self, tensor: torch.Tensor) -> dict[str, torch.Tensor]:
         """One part, ``v``: the flattened tensor in the wire dtype (a copy, never a view)."""

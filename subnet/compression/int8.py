@@ -26,7 +26,9 @@ class Int8Compressor(Compressor):
 
     def __init__(self, block: int = 256) -> None:
         self.block = block
-        self.info = CompressorInfo("int8", lossless=False, summary=f"absmax int8, block {block}")
+        self.info = CompressorInfo(
+            "int8", lossless=False, summary=f"absmax int8, block {block}", check="other"
+        )
 
     def _blocks(self, numel: int) -> int:
         return max(1, math.ceil(numel / self.block))

@@ -84,6 +84,7 @@ class SparseGlobalRiceCompressor(WholePayloadCompressor):
             lossless=False,
             summary=f"model-wide top-k ({topk} per {chunk}x{chunk} on average), 2-bit values, "
             "Rice-coded indices",
+            check="other",  # a broadcast codec: never an upload's (refused at the config)
         )
 
     def budget(self, shapes: Shapes) -> int:

@@ -84,7 +84,10 @@ class SparseLoCoCompressor(Compressor):
         self.topk = topk
         self.chunk = chunk
         self.info = CompressorInfo(
-            "sparseloco", lossless=False, summary=f"top-{topk} per {chunk}x{chunk}, 2-bit values"
+            "sparseloco",
+            lossless=False,
+            summary=f"top-{topk} per {chunk}x{chunk}, 2-bit values",
+            check="sparse",
         )
 
     def layout(self, shape: tuple[int, ...]) -> ChunkLayout:

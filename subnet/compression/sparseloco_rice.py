@@ -131,6 +131,7 @@ class SparseLoCoRiceCompressor(WholePayloadCompressor):
             "sparseloco-rice",
             lossless=False,
             summary=f"top-{topk} per {chunk}x{chunk}, 2-bit values, Rice-coded indices",
+            check="sparse",
         )
 
     def _layout(self, shape: tuple[int, ...]) -> tuple[ChunkLayout, int, int]:

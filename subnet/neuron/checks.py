@@ -457,16 +457,11 @@ class Checker:
         """The comparison on the drawn chunks (``subnet.verify.check``) at ``tolerance``."""
         p = self.rt.cfg.protocol
         decoded = upload.decode()
-        name = p.compression.name
-        codec = (
-            "sparse"
-            if name.startswith("sparseloco")
-            else ("lossless" if name == "dense-fp32" else "other")
-        )
         parts = chunks_for(
             chunks, ids, delta, answer.ef_in, answer.ef_out, decoded, p.compression.topk
         )
-        return check(parts, p.compression.ef_decay, tolerance, codec, levels(decoded))
+        rules = self.compressor.info.check  # what the codec declares a check of it verifies
+        return check(parts, p.compression.ef_decay, tolerance, rules, levels(decoded))
 
     # -- outcomes -------------------------------------------------------------------------
 

@@ -91,3 +91,21 @@ def test_config_forbids_unknown_keys() -> None:
         CompressionConfig(name="sparseloco", top_k=3)
     with pytest.raises(ValueError):
         CompressionConfig(chunk=128)  # 128*128 indices would not fit in 12 bits
+
+
+def test_every_codec_declares_what_a_check_of_it_verifies():
+    # The checker calls the codec's declaration (``CompressorInfo.check``), never its name: a
+    # new codec must state its rules to be built at all, so it cannot get a weaker check by
+    # being named differently.
+    from subnet.compression.base import CompressorInfo
+    from subnet.compression.config import CompressionConfig
+    from subnet.compression.registry import COMPRESSORS, build_compressor
+
+    rules = {
+        name: build_compressor(CompressionConfig(name=name)).info.check for name in COMPRESSORS
+    }
+    assert rules["sparseloco"] == rules["sparseloco-rice"] == "sparse"
+    assert rules["dense-fp32"] == "lossless"
+    assert set(rules.values()) <= {"sparse", "lossless", "other"}
+    with pytest.raises(TypeError):
+        CompressorInfo("new-codec", lossless=False, summary="undeclared")  # type: ignore[call-arg]
