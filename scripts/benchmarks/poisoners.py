@@ -138,7 +138,7 @@ class StatePoisoner(_Poisoner):
             held.before,
             line.ef.state_dict(),
         )
-        upload.metadata.update(self.held_now.metadata())
+        upload.metadata.update(self.held_now.wire())
         return upload
 
 

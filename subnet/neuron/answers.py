@@ -70,13 +70,13 @@ class Held:
         """Held states with their roots computed (``FRESH`` for an empty state)."""
         return cls(window, state_from, before, after, (chunks.commit(before), chunks.commit(after)))
 
-    def metadata(self) -> dict[str, str]:
-        """The commitments the upload's signed metadata carries."""
-        return {
-            STATE_IN: self.roots[0],
-            STATE_OUT: self.roots[1],
-            STATE_FROM: "" if self.state_from is None else str(self.state_from),
-        }
+    def metadata(self) -> dict[str, Any]:
+        """The commitments the upload's signed metadata carries (``GradientMeta`` fields)."""
+        return {STATE_IN: self.roots[0], STATE_OUT: self.roots[1], STATE_FROM: self.state_from}
+
+    def wire(self) -> dict[str, str]:
+        """The same commitments as signed strings (the schema's own writing of them)."""
+        return GradientMeta(**self.metadata()).wire()
 
     def record(self) -> dict[str, Any]:
         """What a state file keeps besides the tensors."""

@@ -32,6 +32,7 @@ from ..storage.base import StorageError
 from ..storage.keys import ObjectKind
 from ..training import pseudo_gradient
 from ..training.trainer import Trainer
+from ..wire.schema import GradientMeta
 from .actions.ring import mix, publish_model
 from .actions.tree import reduce
 from .answers import KEEP, Held, beacon, chunk_map, named_by, write_answer
@@ -348,27 +349,26 @@ class Miner(BaseNeuron):
             lr=inner.lr,
             weight_decay=inner.weight_decay,
         )
-        return Upload(
-            payload,
-            {
-                "receipt": sample_receipt(ids),
-                "samples": str(len(ids)),
-                "steps": str(result.steps),
-                "tokens": str(result.tokens),
-                "loss": f"{result.mean_loss:.6f}",
-                **self.threads(),
-                "ranks": str(self.trainer.world),
-                **self.held_now.metadata(),
-            },
+        # Built from the schema validators parse it with: what is signed reads one way only.
+        meta = GradientMeta(
+            receipt=sample_receipt(ids),
+            samples=len(ids),
+            steps=result.steps,
+            tokens=result.tokens,
+            loss=round(result.mean_loss, 6),
+            threads=self.threads(),
+            ranks=self.trainer.world,
+            **self.held_now.metadata(),
         )
+        return Upload(payload, meta.wire())
 
-    def threads(self) -> dict[str, str]:
+    def threads(self) -> int | None:
         """The CPU threads an upload was trained on, which a validator's replay of it uses; said
         only where uploads are checked (a chain's beacon, checks on), so a room's miner may train
         on more than a check replays on (``MAX_THREADS``)."""
         if self.rt.beacon is None or not self.rt.cfg.protocol.scoring.checks:
-            return {}
-        return {"threads": str(torch.get_num_threads())}
+            return None
+        return torch.get_num_threads()
 
     def rewind(self, line: Line, moments: dict[str, torch.Tensor]) -> None:
         """Put the line's inner optimizer back to its ``moments`` before a window's training

@@ -180,7 +180,7 @@ def test_the_state_poisoner_is_found_out_by_the_check_of_the_window_it_lies_in(
             shapes = {k: tuple(v.shape) for k, v in self.replica.state.items()}
             self.held_now = Held.of(chunk_map(self.rt, shapes), window, held.state_from,
                                     held.before, self.line.ef.state_dict())  # fmt: skip
-            upload.metadata.update(self.held_now.metadata())
+            upload.metadata.update(self.held_now.wire())
             return upload
 
     holder, m1, m2, validator = roles(checked_world, StatePoisoner)

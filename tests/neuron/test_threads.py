@@ -38,9 +38,9 @@ def _miner(beacon, checks: int) -> SimpleNamespace:
 
 def test_uploads_say_their_threads_only_where_a_check_replays_them(own_threads):
     torch.set_num_threads(3)
-    assert Miner.threads(_miner(lambda block: "pulse", 1)) == {"threads": "3"}
-    assert Miner.threads(_miner(None, 1)) == {}  # a room: no beacon, nothing checked
-    assert Miner.threads(_miner(lambda block: "pulse", 0)) == {}  # checks off
+    assert Miner.threads(_miner(lambda block: "pulse", 1)) == 3
+    assert Miner.threads(_miner(None, 1)) is None  # a room: no beacon, nothing checked
+    assert Miner.threads(_miner(lambda block: "pulse", 0)) is None  # checks off
 
 
 def test_more_threads_than_a_replay_runs_on_are_refused_on_the_wire():
