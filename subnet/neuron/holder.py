@@ -56,7 +56,7 @@ from .rules import AGGREGATION_RULES, DATA_RULES, MERGE_WEIGHTS, OUTER_RULES, ST
 from .runtime import Runtime
 from .state import prefixed, unprefixed
 from .steps import Action, FanOutParams, GrantParams, MergeParams, Step, StepParams
-from .uploads import collect_uploads, log_uploads, screen
+from .uploads import WindowUploads, collect_uploads, log_uploads, screen
 
 
 def publish_dataset(rt: Runtime) -> None:
@@ -224,53 +224,12 @@ class ModelHolder(BaseNeuron):
         if pending is not None and pending >= window:
             return MergeResult(window, False)
         started = time.perf_counter()
-        p = self.rt.cfg.protocol
         trusted = self.trusted()
         signed = self._read_reports(window, trusted)
-        if senders is None:
-            senders = tree_senders(self.rt, self.grads) or self.rt.writers(self.grads)
-        miners = [hk for hk in senders if hk != self.rt.hotkey]
         params = snapshot(self.model)
         shapes = {k: tuple(v.shape) for k, v in params.items()}
-        assigned = DATA_RULES[lane_data_rule(self.rt.plan, self.grads)](self.rt, self.data, window)
-        got = collect_uploads(
-            self.rt,
-            window,
-            miners,
-            base_version=self.version,
-            compressor=self.compressor,
-            shapes=shapes,
-            assigned=assigned,
-            lane=self.grads,
-        )
-        # Each upload's norm (what clipping reads) now, one sender at a time: one whose reading
-        # fails is refused (``unreadable``) and the others are merged.
-        screen(got, window, lambda u: self.compressor.norm(u.payload, shapes))
-        # A score counts only for the bytes its validator scored: a miner that served this
-        # holder other bytes (or rewrote its upload after the scoring) is merged at 0.
-        fetched = {hk: u.sha256 for hk, u in got.accepted.items()}
-        reports = {
-            v: scores if digests is None else bind_scores(scores, digests, fetched)
-            for v, (scores, digests) in signed.items()
-        }
-        # Named in the next version with the seal read here, so validators holding the seal of
-        # what they scored can prove it signed two payloads (``equivocation.py``).
-        votes = Counter(
-            hk
-            for _, digests in signed.values()
-            if digests is not None
-            for hk in contradicted([digests], fetched)
-        )
-        self.caught.add(window, votes, {hk: got.accepted[hk].seal for hk in votes})
-        caught = sorted(votes)
-        if caught:
-            logger.warning(
-                "window {}: {} sender(s) served this holder other bytes than a validator "
-                "scored: {}",
-                window,
-                len(caught),
-                ", ".join(hk[:8] for hk in caught),
-            )
+        got = self._collect(window, senders, shapes)
+        reports = self._bind(window, signed, got)
         # Units when nobody scored: the samples each receipt proves trained (the whole
         # assignment, or the prefix a partial upload names), never a number the miner claims.
         units = {hk: got.accepted[hk].samples or samples_per_window(self.rt) for hk in got.accepted}
@@ -295,40 +254,108 @@ class ModelHolder(BaseNeuron):
                 "window {}: nothing to merge ({} uploads){}", window, len(got.accepted), why
             )
             return MergeResult(window, False, weights)
+        params = self._apply(window, params, shapes, {hk: weights[hk] for hk in chosen}, got)
+        return self._result(window, params, chosen, weights, got, len(reports), started)
+
+    def _collect(self, window: int, senders: list[str] | None, shapes: dict) -> WindowUploads:
+        """The window's uploads from ``senders`` (default: the lane's writers), read and
+        screened: each norm (what clipping reads) now, one sender at a time, so one whose
+        reading fails is refused (``unreadable``) and the others are merged."""
+        if senders is None:
+            senders = tree_senders(self.rt, self.grads) or self.rt.writers(self.grads)
+        miners = [hk for hk in senders if hk != self.rt.hotkey]
+        assigned = DATA_RULES[lane_data_rule(self.rt.plan, self.grads)](self.rt, self.data, window)
+        got = collect_uploads(
+            self.rt,
+            window,
+            miners,
+            base_version=self.version,
+            compressor=self.compressor,
+            shapes=shapes,
+            assigned=assigned,
+            lane=self.grads,
+        )
+        screen(got, window, lambda u: self.compressor.norm(u.payload, shapes))
+        return got
+
+    def _bind(self, window: int, signed: dict, got: WindowUploads) -> dict:
+        """Each validator's scores, bound to the bytes it scored: a miner that served this
+        holder other bytes (or rewrote its upload after the scoring) is merged at 0, and named
+        in the next version with the seal read here, so validators holding the seal of what
+        they scored can prove it signed two payloads (``equivocation.py``)."""
+        fetched = {hk: u.sha256 for hk, u in got.accepted.items()}
+        reports = {
+            v: scores if digests is None else bind_scores(scores, digests, fetched)
+            for v, (scores, digests) in signed.items()
+        }
+        votes = Counter(
+            hk
+            for _, digests in signed.values()
+            if digests is not None
+            for hk in contradicted([digests], fetched)
+        )
+        self.caught.add(window, votes, {hk: got.accepted[hk].seal for hk in votes})
+        if votes:
+            logger.warning(
+                "window {}: {} sender(s) served this holder other bytes than a validator "
+                "scored: {}",
+                window,
+                len(votes),
+                ", ".join(hk[:8] for hk in sorted(votes)),
+            )
+        return reports
+
+    def _apply(
+        self, window: int, params: dict, shapes: dict, weights: dict[str, float], got: WindowUploads
+    ) -> dict:
+        """Merge the chosen uploads at ``weights`` and take the outer step; saved before it is
+        published, so a crash while publishing resumes with this exact merge (and momentum)."""
+        payloads = {hk: got.accepted[hk].payload for hk in weights}
         delta = merge_payloads(
             self.compressor,
-            [got.accepted[hk].payload for hk in chosen],
+            list(payloads.values()),
             shapes,
-            [weights[hk] for hk in chosen],
+            list(weights.values()),
             self.aggregation,
-            self._guarded(window, {hk: got.accepted[hk].payload for hk in chosen}, shapes),
+            self._guarded(window, payloads, shapes),
         )
         # Weights sum to at most 1 (``scoring.merge.cap_shares``): the mass no sender may
         # take this window is not merged, so a few verified senders take a smaller step.
-        mass = sum(weights[hk] for hk in chosen)
+        mass = sum(weights.values())
         if mass < 1.0:
             delta = {name: t * mass for name, t in delta.items()}
         params = self._outer_step(params, delta, window)
         load_parameters(self.model, params)
         self.unpublished = window
-        self.save()  # a crash while publishing resumes with this exact merge (and momentum)
-        # Bytes and DDP bytes over the same uploads as the merge (the contributors). What DDP
-        # would have sent for the same work: each contributor all-reducing an fp32 gradient of
-        # the whole model in a ring, every step it trained (and receiving as much again).
-        sent = sum(got.accepted[hk].nbytes for hk in chosen)
+        self.save()
+        return params
+
+    def _result(
+        self,
+        window: int,
+        params: dict,
+        chosen: list[str],
+        weights: dict[str, float],
+        got: WindowUploads,
+        reports: int,
+        started: float,
+    ) -> MergeResult:
+        """The merge's record. Bytes and DDP bytes count the same uploads as the merge (the
+        contributors); DDP's is what each contributor would have sent all-reducing an fp32
+        gradient of the whole model in a ring, every step it trained (and received again)."""
+        steps = self.rt.cfg.protocol.inner.steps
         n_params = sum(t.numel() for t in params.values())
-        ring = ddp_ring_bytes(len(chosen), n_params, p.inner.steps)
+        ring = ddp_ring_bytes(len(chosen), n_params, steps)
         ddp = sum(
-            ddp_ring_bytes(len(chosen), n_params, got.accepted[hk].steps or p.inner.steps)
-            for hk in chosen
+            ddp_ring_bytes(len(chosen), n_params, got.accepted[hk].steps or steps) for hk in chosen
         )
         return MergeResult(
             window,
             True,
             {hk: weights[hk] for hk in chosen},
-            bytes=sent,
+            bytes=sum(got.accepted[hk].nbytes for hk in chosen),
             tokens=sum(got.accepted[hk].tokens for hk in chosen),
-            reports=len(reports),
+            reports=reports,
             ddp_bytes=ddp,
             ddp_ring_bytes_per_worker=ring,
             merge_seconds=round(time.perf_counter() - started, 3),
