@@ -70,8 +70,9 @@ def main() -> int:
         [sys.executable, str(ROOT / "scripts" / "prepare_data.py"), "--out",
          str(ROOT / "data" / settings.dataset)], check=True,
     )  # fmt: skip
-    print("measuring this machine (one inner step, one evaluation) to size the windows ...",
-          flush=True)  # fmt: skip
+    if not args.window_blocks:
+        print("measuring this machine (one inner step, one evaluation) to size the windows ...",
+              flush=True)  # fmt: skip
     if args.window_blocks:
         settings.window_blocks = args.window_blocks
     else:

@@ -29,7 +29,8 @@ def narrow_drift_sd(
     direction, in standard deviations of the honest movement (end minus start) of the same
     tensor's other coordinates in the attacked run."""
     start = {
-        k: v.detach().float() for k, v in build_model(preset, vocab, seed=seed).state_dict().items()
+        k: v.detach().float()
+        for k, v in build_model(preset, vocab_size=vocab, seed=seed).state_dict().items()
     }
     end, base = holder_model(attacked), holder_model(clean)
     shapes = {k: tuple(v.shape) for k, v in start.items()}

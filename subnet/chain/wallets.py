@@ -81,7 +81,10 @@ def _what_is_there(cfg: WalletConfig) -> str:
     root = Path(cfg.path).expanduser()
     folder = root / cfg.name / "hotkeys"
     if folder.is_dir():
-        names = sorted(p.name for p in folder.iterdir() if p.is_file())
+        # each hotkey file has a public-key twin (``<name>pub.txt``), not a hotkey of its own
+        names = sorted(
+            p.name for p in folder.iterdir() if p.is_file() and not p.name.endswith("pub.txt")
+        )
         return f"; its hotkeys: {', '.join(names) or 'none'}"
     names = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
     return f"; wallets there: {', '.join(names) or 'none'}"

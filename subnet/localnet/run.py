@@ -168,8 +168,12 @@ class LocalRun:
             now = time.monotonic()
             if on_progress is not None and now - last >= every_s:
                 last = now
+                try:  # the chain may be restarting: skip this line, as wait_windows does
+                    block = chain.block()
+                except Exception:  # noqa: BLE001 (any transport error; the next poll retries)
+                    return
                 merged_so_far = len([v for v in self.versions() if v["version"] > 0])
-                on_progress(self.where(chain.block(), merged_so_far, now - started))
+                on_progress(self.where(block, merged_so_far, now - started))
 
         try:
             wait_windows(

