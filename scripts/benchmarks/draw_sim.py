@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import statistics
 
+from subnet.neuron.checks import QUORUM
 from subnet.verify.draw import places, targets
 
 
@@ -54,11 +55,13 @@ def probation_clears(
 ) -> dict:
     """Windows until ``miners`` honest newcomers (all starting at window 0) are verified: by
     one validator (merged from then on, at less than full weight) and by every validator (each
-    verifies on its own replays, from its own queue); the mean and the worst of ``trials``."""
+    by a pass of its own or by ``QUORUM`` passes of others, learnt the next window); the mean
+    and the worst of ``trials``."""
     vals = _validators(validators)
     uploads = [f"m{i}" for i in range(miners)]
     first, every = [], []
     for trial in range(trials):
+        own: dict[str, set[str]] = {v: set() for v in vals}
         verified: dict[str, set[str]] = {v: set() for v in vals}
         named: dict[str, dict[str, int]] = {v: {} for v in vals}
         window, some = 0, None
@@ -66,9 +69,13 @@ def probation_clears(
             beacon = f"p{trial}w{window}"
             for v in vals:
                 for hk in targets(beacon, "r", "g", window, uploads, verified[v], vals, v,
-                                  checks, share, named[v]):  # fmt: skip
-                    verified[v].add(hk)  # passed: this validator pays it from the next window
+                                  checks, share, named[v], QUORUM):  # fmt: skip
+                    own[v].add(hk)  # passed: this validator pays it from the next window
                     named[v][hk] = window
+            for v in vals:  # the others' passes, read from their notices
+                others = [own[o] for o in vals if o != v]
+                vouched = {hk for hk in uploads if sum(hk in o for o in others) >= QUORUM}
+                verified[v] = own[v] | vouched
             window += 1
             if some is None and set().union(*verified.values()) == set(uploads):
                 some = window
@@ -94,4 +101,8 @@ def record(honest: int = 10, late: int = 8) -> dict:
             "n_over_k_with": round((honest + late) / places(honest + late, 2, 1, 0.25), 2),
         },
         "probation_clear_windows": {str(n): probation_clears(n) for n in (16, 64)},
+        # 8 validators in groups of QUORUM: each newcomer is checked by one group
+        "probation_clear_windows_8_validators": {
+            str(n): probation_clears(n, validators=8) for n in (16, 64)
+        },
     }

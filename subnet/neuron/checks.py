@@ -174,6 +174,7 @@ class Checker:
             p.scoring.checks,
             p.scoring.check_share,
             {hk: w for hk, w in self.named.items() if hk not in self.trusted},
+            QUORUM,
         )
         self.targets = {w: t for w, t in self.targets.items() if w >= window - 2}
         low, _ = verdict_windows(window, p.scoring.check_grace)

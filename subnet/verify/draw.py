@@ -23,14 +23,20 @@ validator's (a group that is empty gives its turn to the other).
   so validators tend to check a newcomer in the same window). A newcomer whose check is owed
   (it answers late) goes behind every one not named yet, so no set of hotkeys holds the front.
   (A newcomer may know its probation check is coming: it is paid nothing here until one
-  passes, and from then on it is drawn with the verified.)
+  passes, and from then on it is drawn with the verified.) With ``quorum`` (the passes of
+  other validators that verify a sender, ``QUORUM``), validators go in groups of that many, in
+  sorted hotkey order, and group ``g`` starts at place ``g x checks`` of the queue (wrapping):
+  each newcomer is checked by one group, whose passes verify it at every other validator, so
+  ``V / quorum`` newcomers are verified a window instead of one, and a lone newcomer is still
+  checked by every group at once.
 
 So each window a verified sender is checked with probability ``K / W`` with no newcomers and
 ``K / 2W`` with any (validators that verified the same senders), whatever any number of
 newcomers does: a verified liar's first check comes after ``W / K`` windows on average, at
 most ``2 W / K``. A newcomer at the head of a validator's queue is checked there within 2
 windows on average; a network whose ``N`` senders start together is verified by every
-validator in about ``2 N / checks`` windows.
+validator in about ``2 N x quorum / (V x checks)`` windows (``2 N / checks`` with 2 validators,
+where no other validator's passes can make a quorum).
 """
 
 from __future__ import annotations
@@ -99,10 +105,12 @@ def targets(
     checks: int,
     share: float,
     named: Mapping[str, int] | None = None,
+    quorum: int = 0,
 ) -> list[str]:
     """The uploads validator ``me`` checks in ``window`` (the module doc), from its own view:
-    ``verified``, the senders its own checks passed; ``named``, the last window it named each
-    newcomer in (none: never)."""
+    ``verified``, the senders it holds verified; ``named``, the last window it named each
+    newcomer in (none: never); ``quorum``, the passes of others that verify a sender (0: every
+    validator starts at the head of its newcomer queue)."""
     if me not in validators:
         return []
     k = places(len(uploads), len(validators), checks, share)
@@ -127,10 +135,11 @@ def targets(
     coins = _stream("split", beacon, run, lane, str(int(window)), me)
     i = sorted(validators).index(me)
     queue, out = list(new), []
+    start = (i // quorum) * checks if quorum > 0 else 0  # this validator's group's place
     for j in range(checks):
         coin = next(coins) / 2**64
         if old and (not queue or coin < p_old):
             out.append(old[(i * checks + j) % k % len(old)])
         elif queue:
-            out.append(queue.pop(0))
+            out.append(queue.pop(start % len(queue)))
     return list(dict.fromkeys(out))

@@ -216,3 +216,24 @@ def test_each_validator_checks_newcomers_of_its_own_view_in_its_own_queue() -> N
         new = [hk for hk in got if hk not in {"m0", "m1"}]
         assert new == sorted(new, key=lambda hk: named.get(hk, -1))
         assert not new or new[0] in {"m4", "m5"}
+
+
+def test_newcomers_are_split_between_groups_of_quorum_validators() -> None:
+    # 8 validators in groups of 2 (QUORUM): each group checks its own newcomer (whose two
+    # passes verify it at every other validator), so 4 are checked a window, not 1; a lone
+    # newcomer is checked by every group at once.
+    vals = sorted(f"v{i}" for i in range(8))
+    newcomers = [f"m{i:02d}" for i in range(16)]
+
+    def picks(uploads: list[str]) -> list[str]:
+        return [
+            targets("pulse", "r", "g", 3, uploads, set(), vals, v, 1, 0.25, {}, 2)[0] for v in vals
+        ]
+
+    chosen = picks(newcomers)
+    assert all(chosen[2 * g] == chosen[2 * g + 1] for g in range(4)), chosen
+    assert len(set(chosen)) == 4, chosen
+    assert set(picks(["m00"])) == {"m00"}
+    # without groups every validator takes the head of the same queue
+    assert len({targets("pulse", "r", "g", 3, newcomers, set(), vals, v, 1, 0.25, {})[0]
+                for v in vals}) == 1  # fmt: skip
