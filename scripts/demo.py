@@ -71,8 +71,10 @@ def main() -> int:
          str(ROOT / "data" / settings.dataset)], check=True,
     )  # fmt: skip
     if not args.window_blocks:
-        print("measuring this machine (one inner step, one evaluation) to size the windows ...",
-              flush=True)  # fmt: skip
+        print(
+            "measuring this machine (one inner step, one evaluation) to size the windows ...",
+            flush=True,
+        )
     if args.window_blocks:
         settings.window_blocks = args.window_blocks
     else:
@@ -87,19 +89,27 @@ def main() -> int:
     # Start-up (stack, processes, the first model) about a minute; a window or two before the
     # first merge (probation: a miner counts once a validator's check of it passed); the rounds.
     expected_min = (60 + (args.rounds + 3) * window_s) / 60
-    print(f"expected: about {expected_min:.0f} minutes here ({args.rounds} rounds of "
-          f"{window_s:.0f} s windows after about a minute of start-up; longer if the machine "
-          "gets busier); a progress line every 15 s", flush=True)  # fmt: skip
+    print(
+        f"expected: about {expected_min:.0f} minutes here ({args.rounds} rounds of "
+        f"{window_s:.0f} s windows after about a minute of start-up; longer if the machine "
+        "gets busier); a progress line every 15 s",
+        flush=True,
+    )
     run_dir = Path(args.run_dir or ROOT / "runs" / time.strftime("demo-%Y%m%d-%H%M%S"))
     run = LocalRun(run_dir, settings)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     first_loss = None
     try:
-        print(f"starting simnet, the S3 server, the model holder, {args.validators} validators "
-              f"and {args.miners} miners ...", flush=True)  # fmt: skip
+        print(
+            f"starting simnet, the S3 server, the model holder, {args.validators} validators "
+            f"and {args.miners} miners ...",
+            flush=True,
+        )
         run.start()
-        print(f"\nrun folder: {run_dir}\n{'round':>5} {'window':>6} {'miners':>6} "
-              f"{'held-out loss':>13} {'grads merged':>12} {'DDP worker, up+down':>20}")  # fmt: skip
+        print(
+            f"\nrun folder: {run_dir}\n{'round':>5} {'window':>6} {'miners':>6} "
+            f"{'held-out loss':>13} {'grads merged':>12} {'DDP worker, up+down':>20}"
+        )
 
         explained = False
 
@@ -109,14 +119,20 @@ def main() -> int:
             sent, ring = v.get("bytes"), v.get("ddp_ring_bytes_per_worker")
             ddp = 2 * ring if ring else None  # one DDP worker's ring, both ways
             merged = len(v.get("contributors", {}))
-            print(f"{v['version']:>5} {v['window']:>6} {merged:>6} "
-                  f"{v['heldout_loss']:>13.4f} {fmt_bytes(sent) if sent else '-':>12} "
-                  f"{fmt_bytes(ddp) if ddp else '-':>20}", flush=True)  # fmt: skip
+            print(
+                f"{v['version']:>5} {v['window']:>6} {merged:>6} "
+                f"{v['heldout_loss']:>13.4f} {fmt_bytes(sent) if sent else '-':>12} "
+                f"{fmt_bytes(ddp) if ddp else '-':>20}",
+                flush=True,
+            )
             if 0 < v["version"] and merged < args.miners and not explained:
                 explained = True
-                print(f"      ({merged} of {args.miners} miners merged: a miner counts once a "
-                      "validator's check of it passed (probation), or sat out a window it could "
-                      "not train in time; the run page names each one's reason)", flush=True)  # fmt: skip
+                print(
+                    f"      ({merged} of {args.miners} miners merged: a miner counts once a "
+                    "validator's check of it passed (probation), or sat out a window it could "
+                    "not train in time; the run page names each one's reason)",
+                    flush=True,
+                )
 
         started = time.monotonic()
         # In windows of the chain's clock: the pacemaker may lengthen them on a busy machine.

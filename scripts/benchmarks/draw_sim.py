@@ -68,8 +68,20 @@ def probation_clears(
         while any(len(verified[v]) < miners for v in vals):
             beacon = f"p{trial}w{window}"
             for v in vals:
-                for hk in targets(beacon, "r", "g", window, uploads, verified[v], vals, v,
-                                  checks, share, named[v], QUORUM):  # fmt: skip
+                for hk in targets(
+                    beacon,
+                    "r",
+                    "g",
+                    window,
+                    uploads,
+                    verified[v],
+                    vals,
+                    v,
+                    checks,
+                    share,
+                    named[v],
+                    QUORUM,
+                ):
                     own[v].add(hk)  # passed: this validator pays it from the next window
                     named[v][hk] = window
             for v in vals:  # the others' passes, read from their notices

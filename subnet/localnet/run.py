@@ -147,17 +147,18 @@ class LocalRun:
         ``on_round`` sees each new one, ``on_progress`` a line saying where the run is (window,
         phase, rounds merged) every ``every_s`` seconds. False when the windows ran out."""
         assert self.neurons is not None
-        seen = 0
+        seen = rounds = 0
         chain = self.chain()
         started = last = time.monotonic()
 
         def merged() -> bool:
-            nonlocal seen
+            nonlocal seen, rounds
             versions = self.versions()
             for record in versions[seen:]:
                 on_round(record)
             seen = len(versions)
-            return len([v for v in versions if v["version"] > 0]) >= self.settings.rounds
+            rounds = len([v for v in versions if v["version"] > 0])
+            return rounds >= self.settings.rounds
 
         def alive() -> None:
             nonlocal last
@@ -172,8 +173,7 @@ class LocalRun:
                     block = chain.block()
                 except Exception:  # noqa: BLE001 (any transport error; the next poll retries)
                     return
-                merged_so_far = len([v for v in self.versions() if v["version"] > 0])
-                on_progress(self.where(block, merged_so_far, now - started))
+                on_progress(self.where(block, rounds, now - started))
 
         try:
             wait_windows(

@@ -31,7 +31,6 @@ from ..data import MANIFEST_KEY, TokenDataset
 from ..model import build_model, evaluate_loss
 from ..scoring.report import bind_scores, contradicted, nobody_scored
 from ..storage.base import ObjectNotFound, StorageError
-from ..storage.counting import ddp_ring_bytes
 from ..storage.keys import ObjectKind
 from ..training import build_outer_optimizer, load_parameters, snapshot
 from ..training.guard import PersistenceGuard
@@ -255,7 +254,17 @@ class ModelHolder(BaseNeuron):
             )
             return MergeResult(window, False, weights)
         params = self._apply(window, params, shapes, {hk: weights[hk] for hk in chosen}, got)
-        return self._result(window, params, chosen, weights, got, len(reports), started)
+        n_params = sum(t.numel() for t in params.values())
+        merged = {hk: got.accepted[hk] for hk in chosen}
+        return MergeResult.of(
+            window,
+            merged,
+            weights,
+            n_params,
+            self.rt.cfg.protocol.inner.steps,
+            len(reports),
+            time.perf_counter() - started,
+        )
 
     def _collect(self, window: int, senders: list[str] | None, shapes: dict) -> WindowUploads:
         """The window's uploads from ``senders`` (default: the lane's writers), read and
@@ -329,37 +338,6 @@ class ModelHolder(BaseNeuron):
         self.unpublished = window
         self.save()
         return params
-
-    def _result(
-        self,
-        window: int,
-        params: dict,
-        chosen: list[str],
-        weights: dict[str, float],
-        got: WindowUploads,
-        reports: int,
-        started: float,
-    ) -> MergeResult:
-        """The merge's record. Bytes and DDP bytes count the same uploads as the merge (the
-        contributors); DDP's is what each contributor would have sent all-reducing an fp32
-        gradient of the whole model in a ring, every step it trained (and received again)."""
-        steps = self.rt.cfg.protocol.inner.steps
-        n_params = sum(t.numel() for t in params.values())
-        ring = ddp_ring_bytes(len(chosen), n_params, steps)
-        ddp = sum(
-            ddp_ring_bytes(len(chosen), n_params, got.accepted[hk].steps or steps) for hk in chosen
-        )
-        return MergeResult(
-            window,
-            True,
-            {hk: weights[hk] for hk in chosen},
-            bytes=sum(got.accepted[hk].nbytes for hk in chosen),
-            tokens=sum(got.accepted[hk].tokens for hk in chosen),
-            reports=reports,
-            ddp_bytes=ddp,
-            ddp_ring_bytes_per_worker=ring,
-            merge_seconds=round(time.perf_counter() - started, 3),
-        )
 
     def _guarded(self, window: int, payloads: dict, shapes: dict) -> list | None:
         """The persistence guard's transforms of the merged uploads (``subnet.training.guard``),

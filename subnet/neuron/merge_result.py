@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..storage.counting import ddp_ring_bytes
+from .uploads import Received
 
 
 @dataclass
@@ -19,6 +23,33 @@ class MergeResult:
     ddp_bytes: int = 0  # what DDP (ring all-reduce, fp32, every step) sends for the same work
     ddp_ring_bytes_per_worker: int = 0  # of which one worker sends (and receives as much)
     merge_seconds: float = 0.0
+
+    @classmethod
+    def of(
+        cls,
+        window: int,
+        merged: Mapping[str, Received],
+        weights: Mapping[str, float],
+        n_params: int,
+        steps: int,
+        reports: int,
+        seconds: float,
+    ) -> MergeResult:
+        """A merge of the ``merged`` uploads. Bytes and DDP bytes count the same uploads as the
+        merge; DDP's is what each contributor would have sent all-reducing an fp32 gradient of
+        the whole model in a ring, every step it trained (and received again)."""
+        n = len(merged)
+        return cls(
+            window,
+            True,
+            {hk: weights[hk] for hk in merged},
+            bytes=sum(u.nbytes for u in merged.values()),
+            tokens=sum(u.tokens for u in merged.values()),
+            reports=reports,
+            ddp_bytes=sum(ddp_ring_bytes(n, n_params, u.steps or steps) for u in merged.values()),
+            ddp_ring_bytes_per_worker=ddp_ring_bytes(n, n_params, steps),
+            merge_seconds=round(seconds, 3),
+        )
 
     def fields(self) -> dict[str, Any]:
         """The ``version`` metric's fields (the run page reads them)."""

@@ -28,49 +28,41 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-def section_blocks(doc: str, heading: str) -> list[str]:
-    """The ``sh`` and ``bash`` code blocks of the section under ``heading``, in order (the
+def code_blocks(doc: str, heading: str) -> list[tuple[str, str]]:
+    """``(tag, text)`` of each code block of the section under ``heading``, in order (the
     section ends at the next heading of its level or higher, outside code blocks)."""
     level = len(heading.split(" ")[0])
     lines = (ROOT / "docs" / doc).read_text().splitlines(keepends=True)
     start = next(i for i, line in enumerate(lines) if line.startswith(heading))
-    fenced, body = False, []
+    blocks: list[tuple[str, str]] = []
+    tag, current = "", None
     for line in lines[start + 1 :]:
-        fenced ^= line.startswith("```")
-        if not fenced and re.match(rf"#{{1,{level}}} ", line):
+        if line.startswith("```"):
+            if current is None:  # an opening fence
+                tag, current = line[3:].strip(), []
+            else:
+                blocks.append((tag, "".join(current)))
+                current = None
+        elif current is not None:
+            current.append(line)
+        elif re.match(rf"#{{1,{level}}} ", line):
             break
-        body.append(line)
-    return re.findall(r"```(?:sh|bash)\n(.*?)```", "".join(body), re.S)
+    return blocks
+
+
+def section_blocks(doc: str, heading: str) -> list[str]:
+    """The ``sh`` and ``bash`` code blocks of the section under ``heading``, in order."""
+    return [text for tag, text in code_blocks(doc, heading) if tag in ("sh", "bash")]
 
 
 def shown_blocks(doc: str, heading: str) -> list[list[str]]:
     """The untagged code blocks of the section under ``heading`` (what the doc shows a command
     print), in order, as lists of non-empty lines."""
-    level = len(heading.split(" ")[0])
-    lines = (ROOT / "docs" / doc).read_text().splitlines(keepends=True)
-    start = next(i for i, line in enumerate(lines) if line.startswith(heading))
-    fenced, body = False, []
-    for line in lines[start + 1 :]:
-        fenced ^= line.startswith("```")
-        if not fenced and re.match(rf"#{{1,{level}}} ", line):
-            break
-        body.append(line)
-    blocks: list[list[str]] = []
-    current: list[str] | None = None
-    tagged = False
-    for line in body:
-        if line.startswith("```"):
-            if current is None and not tagged:  # an opening fence
-                tagged = line.strip() != "```"
-                current = None if tagged else []
-            elif tagged:  # the end of a tagged (command) block
-                tagged = False
-            else:  # the end of an untagged one
-                blocks.append([x.rstrip("\n") for x in current if x.strip()])
-                current = None
-        elif current is not None:
-            current.append(line)
-    return blocks
+    return [
+        [line for line in text.splitlines() if line.strip()]
+        for tag, text in code_blocks(doc, heading)
+        if not tag
+    ]
 
 
 # What differs between runs and machines: hotkeys (whole or shortened), digests and invite ids,

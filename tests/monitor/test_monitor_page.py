@@ -47,8 +47,10 @@ def test_the_page_says_who_earns_and_names_each_money_column(tmp_path: Path) -> 
     assert "Merge share: the mean weight" in text  # what the share column is
     run = load_run(run_dir)
     miners = {p.name: hk for hk, p in run.participants.items() if p.role == "miner"}
-    chain = {hk: {"uid": 3 + i, "incentive": [0.5, 0.5, 0.0][i], "dividends": 0.0}
-             for i, hk in enumerate(miners[n] for n in ("miner1", "miner2", "miner3"))}  # fmt: skip
+    chain = {
+        hk: {"uid": 3 + i, "incentive": [0.5, 0.5, 0.0][i], "dividends": 0.0}
+        for i, hk in enumerate(miners[n] for n in ("miner1", "miner2", "miner3"))
+    }
     (run_dir / "chain.json").write_text(json.dumps(chain))
     text = re.sub(r"<[^>]+>", " ", render_page(load_run(run_dir), now=1_700_000_200))
     assert "Miners earning" in text and "2 of 3" in text and "weight on chain (latest)" in text

@@ -235,5 +235,9 @@ def test_newcomers_are_split_between_groups_of_quorum_validators() -> None:
     assert len(set(chosen)) == 4, chosen
     assert set(picks(["m00"])) == {"m00"}
     # without groups every validator takes the head of the same queue
-    assert len({targets("pulse", "r", "g", 3, newcomers, set(), vals, v, 1, 0.25, {})[0]
-                for v in vals}) == 1  # fmt: skip
+    assert (
+        len(
+            {targets("pulse", "r", "g", 3, newcomers, set(), vals, v, 1, 0.25, {})[0] for v in vals}
+        )
+        == 1
+    )

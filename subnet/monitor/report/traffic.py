@@ -129,15 +129,15 @@ def verification(run: Run) -> str | None:
 
 def describe(run: Run, fmt: Callable[[float], str]) -> str:
     """One line for the demo's summary; ``fmt`` formats a byte count."""
-    parts = []
-    for r in by_role(run):
+    parts, roles = [], by_role(run)
+    for r in roles:
         part = f"{r.role} {fmt(r.up_per_round)} up / {fmt(r.down_per_round)} down"
         if r.steady_up is not None and r.steady_down is not None:
             part += f" ({fmt(r.steady_up)} / {fmt(r.steady_down)} after its first)"
         parts.append(part)
     line = "per peer per round: " + ", ".join(parts) if parts else "no bytes logged"
     ring, saved = ddp_ring_per_round(run), miner_saving(run)
-    miner = next((r for r in by_role(run) if r.role == "miner"), None)
+    miner = next((r for r in roles if r.role == "miner"), None)
     if ring == 0:
         line += "; DDP: one worker per round, nothing to all-reduce"
     elif ring is not None:
