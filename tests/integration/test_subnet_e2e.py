@@ -150,7 +150,11 @@ def test_model_version_advances_each_window_and_loss_goes_down(run):
     gaps = sorted(set(range(windows[0], windows[-1] + 1)) - set(windows))
     reasons = {"no usable score", "no positive score"}
     assert all(explained.get(w) in reasons for w in gaps), (gaps, explained)
-    assert len(gaps) < len(windows), (windows, gaps)  # late reports are the exception
+    # Late reports are the exception. A window where no upload earned a positive score is not
+    # late: while probation holds the miners (no validator's check of them passed yet; 2
+    # validators each check one newcomer a window) every score is 0 and nothing is merged.
+    late = [w for w in gaps if explained[w] == "no usable score"]
+    assert len(late) < len(windows), (windows, gaps, explained)
     assert merged[-1]["heldout_loss"] < versions[0]["heldout_loss"]
 
 
