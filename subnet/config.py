@@ -136,18 +136,11 @@ class ProtocolConfig(_Strict):
         return value
 
     @model_validator(mode="after")
-    def _checkable(self) -> ProtocolConfig:
-        # bf16 kernels differ between machines by far more than any check could tolerate
-        # (docs/protocol.md): an honest bf16 miner would fail checks, so it is refused here.
+    def _upload_codec(self) -> ProtocolConfig:
         if self.compression.name == "sparse-global-rice":
             raise ValueError(
                 "compression.name sparse-global-rice codes sparse broadcast deltas, not uploads: "
                 "choose sparseloco-rice"
-            )
-        if self.inner.bf16_autocast and self.scoring.checks > 0:
-            raise ValueError(
-                "inner.bf16_autocast cannot be checked across machines: turn it off, or set "
-                "scoring.checks = 0 (no checks of training, as in a room of trusted members)"
             )
         return self
 
@@ -197,6 +190,12 @@ class NeuronConfig(_Strict):
     device: str = Field("cpu", description="torch device: cpu, cuda, cuda:1, mps")
     state_dir: str = Field(".beam/state", description="where the node keeps resumable state")
     threads: int = Field(0, ge=0, description="torch CPU threads (0: torch's default)")
+    precision: Literal["protocol", "fp32", "bf16"] = Field(
+        "protocol",
+        description="a miner's training precision: fp32, bf16 (autocast; GPUs since Ampere), or "
+        "the protocol's inner.bf16_autocast. Its uploads say the replay class it makes "
+        "(subnet.verify.classes), and only validators that cover that class check them",
+    )
     max_windows: int = Field(
         0, ge=0, description="stop after handling this many windows (0: run on)"
     )

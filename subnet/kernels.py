@@ -17,6 +17,8 @@ check can tolerate without letting lies through. Three things change a CPU's ari
 
 With the three fixed, a replay of a single-process miner is the miner's arithmetic bit for bit
 (``tests/verify/test_exact_replay.py``). Neurons call :func:`pin` before anything loads torch.
+An operator who sets either variable otherwise trains in another replay class
+(``subnet.verify.classes``), checked by the validators that cover it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ import sys
 
 # What every neuron sets, unless its operator set the variable already.
 PINNED = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2"}
+# cuBLAS's fixed workspace, which its deterministic mode needs before CUDA starts (any of its
+# documented sizes is deterministic, so one the operator set is kept and not reported).
+CUDA_PINNED = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
 REPLAYABLE = "AVX2"  # what torch.backends.cpu.get_cpu_capability() says once pinned
 
 
@@ -36,6 +41,9 @@ def pin(environ: dict[str, str] | None = None) -> list[str]:
     env = os.environ if environ is None else environ
     loaded = environ is None and "torch" in sys.modules
     differ = []
+    for name, value in CUDA_PINNED.items():
+        if not loaded:
+            env.setdefault(name, value)
     for name, value in PINNED.items():
         current = env.get(name)
         if current is None:
@@ -47,17 +55,19 @@ def pin(environ: dict[str, str] | None = None) -> list[str]:
 
 
 def replay_warning(capability: str, differ: list[str]) -> str | None:
-    """Why this process's training may not replay bit for bit on validators' CPUs, or None:
+    """Why this process trains in another replay class than the pinned CPU's, or None:
     ``capability`` is ATen's (``torch.backends.cpu.get_cpu_capability()``), ``differ`` what
-    :func:`pin` left as the operator set it."""
+    :func:`pin` left as the operator set it. Only validators on the same kernels check such a
+    miner's uploads (``subnet.verify.classes``); none may."""
     if differ:
         return (
-            f"{', '.join(differ)} is set: validators replay on {PINNED}; unset it, or a check "
-            "of a chaotic window may find your upload beyond its tolerance"
+            f"{', '.join(differ)} is set: uploads are in another replay class than the pinned "
+            f"CPU's ({PINNED}), checked only by validators on the same kernels; unset it to be "
+            "checked (and paid) by every CPU validator"
         )
     if capability != REPLAYABLE:
         return (
-            f"this CPU's kernels are {capability}, not {REPLAYABLE}: validators' replays of "
-            "your windows will not be bit for bit, and a check of a chaotic window may fail"
+            f"this CPU's kernels are {capability}, not {REPLAYABLE}: uploads are in another "
+            "replay class than the pinned CPU's, checked only by validators on the same kernels"
         )
     return None

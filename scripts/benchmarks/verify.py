@@ -37,8 +37,13 @@ relative to the update; ``smallest_lie_error`` is the check error of a lie of 0.
 update (the issue's allowance target) at its hardest to see, and ``allowance`` the largest
 deviation, relative to the update, that a check at the validator's tolerance lets pass.
 
-bf16 autocast is not verifiable across kernels (docs/protocol.md): a protocol that sets it
-with checks on is refused at start (``bf16_refused``).
+**Replay classes** (``subnet.verify.classes``): each path's record names the class it trained
+in; a check is only ever assigned inside a class, so the honest figures count the pairs of one
+class (``by_class_pair``: checks, false flags, largest error, per ``miner class>validator
+class``) and the pairs across classes are compared too but reported apart, as what a check
+would find if it were assigned there (``unmatched``: the class pairs a draw never makes).
+The default paths hold three classes: the pinned CPU's (fp32), an unpinned AVX-512 CPU's
+(fp32), and the same CPU in bf16 autocast, two processes of each of the last two.
 """
 
 from __future__ import annotations
@@ -62,7 +67,7 @@ from benchmarks.common import (
 from benchmarks.verify_costs import costs, input_ratio
 from benchmarks.verify_paths import DEFAULT_PATHS, PATHS, bases_on_disk, run_path
 from subnet.compression import build_compressor
-from subnet.config import ConfigError, ProtocolConfig
+from subnet.config import ProtocolConfig
 from subnet.neuron.replay import PROBE_NOISE
 from subnet.verify.check import (
     check,
@@ -141,6 +146,8 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
     tol, topk, decay = p.scoring.check_tolerance, p.compression.topk, p.compression.ef_decay
     margin = p.scoring.check_margin
     checks = 0
+    classes = {n: runs[n].get("class", "") for n in names}
+    pairs: dict[str, dict] = {}  # miner class>validator class -> checks, flags, largest error
     spreads, over = [], 0.0
     flagged: dict[int, int] = {}  # each window's false flags
     pair_window: dict[str, list[float]] = {}  # miner>replay -> the largest error in each window
@@ -154,6 +161,10 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
             for b in names:
                 if not _checks(a, b, args.replay_threads):
                     continue
+                pair = pairs.setdefault(
+                    f"{classes[a]}>{classes[b]}", {"checks": 0, "false_flags": 0, "max_error": 0.0}
+                )
+                matched = classes[a] == classes[b]
                 replayed = _replay(runs[b]["windows"][w], a)
                 probe = runs[b]["windows"][w].get("probe")
                 same = all(torch.equal(v, replayed[k]) for k, v in miner["delta"].items())
@@ -182,8 +193,13 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
                         levels_seen.setdefault(f"{PROBE_NOISE:g}", [])
                     allowed = tolerance(tol, margin, chaos)
                     outcome = check(parts, decay, allowed, "sparse", books)
-                    checks += 1
                     error = outcome.error if math.isfinite(outcome.error) else 1.0
+                    pair["checks"] += 1
+                    pair["false_flags"] += not outcome.ok
+                    pair["max_error"] = max(pair["max_error"], error)
+                    if not matched:
+                        continue  # a check no draw assigns: reported apart (``unmatched``)
+                    checks += 1
                     over = max(over, error / allowed)
                     if chaos is not None:
                         levels_seen[f"{PROBE_NOISE:g}"].append((error, chaos))
@@ -197,6 +213,9 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
     by_window = [max(col) for col in zip(*pair_window.values(), strict=True)]
     return {
         "paths": names,
+        "classes": classes,
+        "by_class_pair": {k: v for k, v in pairs.items() if _same(k)},
+        "unmatched": {k: v for k, v in pairs.items() if not _same(k)},
         "replay_threads": args.replay_threads,
         "draws": args.draws,
         "runs": str(args.runs) if args.runs else None,  # kept runs, compared again if reused
@@ -217,6 +236,12 @@ def honest(args: argparse.Namespace, p: ProtocolConfig) -> dict:
         "probe_levels": {level: _level(seen, tol, margin) for level, seen in levels_seen.items()},
         **lies(runs, names, chunks, comp, p, args),
     }
+
+
+def _same(pair: str) -> bool:
+    """Whether a ``miner class>validator class`` pair is one class (a draw assigns it)."""
+    miner, validator = pair.split(">")
+    return miner == validator
 
 
 def _replay(record: dict, miner: str) -> dict:
@@ -259,8 +284,15 @@ def lies(
     args: argparse.Namespace,
 ) -> dict:
     """Lies of each size against honest replays on another path (module doc)."""
-    miner_path = names[-1]
-    replay_path = next((b for b in names if _checks(miner_path, b, args.replay_threads)), names[0])
+    # the last path with a validator path of its class (lies are checked where draws assign)
+    cls = {n: runs[n].get("class", "") for n in names}
+    pairs = [
+        (a, b)
+        for a in reversed(names)
+        for b in names
+        if _checks(a, b, args.replay_threads) and cls[a] == cls[b]
+    ]
+    miner_path, replay_path = pairs[0] if pairs else (names[-1], names[0])
     base_tol, topk, decay = p.scoring.check_tolerance, p.compression.topk, p.compression.ef_decay
     tolerances = []
     gen = torch.Generator().manual_seed(7)
@@ -322,15 +354,6 @@ def lies(
     }
 
 
-def _bf16_refused() -> bool:
-    """Whether a protocol with bf16 autocast and checks on is refused at start."""
-    try:
-        ProtocolConfig(inner={"bf16_autocast": True})
-    except (ConfigError, ValueError):
-        return True
-    return False
-
-
 def run(args: argparse.Namespace) -> dict:
     """Both parts; the JSON record."""
     setup(args.threads)
@@ -348,7 +371,6 @@ def run(args: argparse.Namespace) -> dict:
     ):
         record[key] = record["cost"][key]
     record |= honest(args, p)
-    record["bf16_refused"] = _bf16_refused()
     record["margin"] = (
         round(record["smallest_lie_error"] / record["honest_max_error"], 1)
         if record["honest_max_error"] > 0
@@ -373,5 +395,7 @@ def _targets(r: dict) -> dict:
         "honest_1000_checks_0_flags": r["honest_checks"] >= 1000 and r["honest_false_flags"] == 0,
         "margin_ge_3x": (r["margin"] or 0) >= 3,
         "allowance_le_0.5pct": r["allowance"] <= 0.005,
-        "bf16_refused_at_start": r["bf16_refused"],
+        "per_class_pair_1000_checks_0_flags": all(
+            v["checks"] >= 1000 and v["false_flags"] == 0 for v in r["by_class_pair"].values()
+        ),
     }

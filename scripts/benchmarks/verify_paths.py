@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -20,27 +21,50 @@ from subnet.model import build_model
 from subnet.training import build_inner_optimizer, load_parameters, pseudo_gradient, train_inner
 
 WORKER = Path(__file__).with_name("verify_worker.py")
-# name -> (environment, threads, 2-rank mode)
-PATHS: dict[str, tuple[dict[str, str], int, str | None]] = {
-    "default": ({"ATEN_CPU_CAPABILITY": "default"}, 1, None),
-    "avx2": ({"ATEN_CPU_CAPABILITY": "avx2"}, 1, None),
-    "best": ({}, 1, None),
-    "mkl-avx2": ({"MKL_ENABLE_INSTRUCTIONS": "AVX2"}, 1, None),
-    "threads2": ({}, 2, None),
+
+
+class KernelPath(NamedTuple):
+    """How one path trains: its environment (a value of None unsets the variable), threads,
+    2-rank mode, and precision."""
+
+    env: dict[str, str | None]
+    threads: int
+    mode: str | None
+    precision: str = "fp32"
+
+
+# What holds an unpinned CPU's replay class (subnet.verify.classes): ATen on its AVX-512
+# kernels, MKL free (on this Sapphire Rapids CPU it takes its AMX kernels)
+AVX512 = {"ATEN_CPU_CAPABILITY": "avx512", "MKL_CBWR": None}
+PATHS: dict[str, KernelPath] = {
+    "default": KernelPath({"ATEN_CPU_CAPABILITY": "default"}, 1, None),
+    "avx2": KernelPath({"ATEN_CPU_CAPABILITY": "avx2"}, 1, None),
+    "best": KernelPath({}, 1, None),
+    "mkl-avx2": KernelPath({"MKL_ENABLE_INSTRUCTIONS": "AVX2"}, 1, None),
+    "threads2": KernelPath({}, 2, None),
     # ATen pinned to AVX2 (what a protocol could require), MKL or threads still free
-    "avx2-mkl": ({"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}, 1, None),
-    "avx2-t2": ({"ATEN_CPU_CAPABILITY": "avx2"}, 2, None),
+    "avx2-mkl": KernelPath(
+        {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}, 1, None
+    ),
+    "avx2-t2": KernelPath({"ATEN_CPU_CAPABILITY": "avx2"}, 2, None),
     # what every neuron runs (subnet.kernels.pin: ATen and MKL both held to AVX2), 1 or 2
     # threads; the paths above leave MKL free, which on an Intel CPU with AVX-512 or AMX takes
     # its own kernels (another replay class)
-    "pinned": (dict(PINNED), 1, None),
-    "pinned-t2": (dict(PINNED), 2, None),
+    "pinned": KernelPath(dict(PINNED), 1, None),
+    "pinned-t2": KernelPath(dict(PINNED), 2, None),
     # the kernels subnet.kernels pins, on a CPU whose MKL has only AVX2
-    "avx2-mkl-t2": ({**PINNED, "MKL_ENABLE_INSTRUCTIONS": "AVX2"}, 2, None),
+    "avx2-mkl-t2": KernelPath({**PINNED, "MKL_ENABLE_INSTRUCTIONS": "AVX2"}, 2, None),
     # 2-rank miners on the kernels subnet.kernels pins, MKL held to AVX2 (another CPU than the
     # validators'), replayed as 2 ranks (replay@ranks2 of a one-process path)
-    "ddp2": ({**PINNED, "MKL_ENABLE_INSTRUCTIONS": "AVX2"}, 1, "ddp"),
-    "fsdp2": ({**PINNED, "MKL_ENABLE_INSTRUCTIONS": "AVX2"}, 1, "fsdp"),
+    "ddp2": KernelPath({**PINNED, "MKL_ENABLE_INSTRUCTIONS": "AVX2"}, 1, "ddp"),
+    "fsdp2": KernelPath({**PINNED, "MKL_ENABLE_INSTRUCTIONS": "AVX2"}, 1, "fsdp"),
+    # replay classes other than the pinned CPU's, two processes of each (a miner and a validator
+    # on two machines of the class): an unpinned AVX-512 CPU in fp32, and the same in bf16
+    # autocast (oneDNN's bf16 kernels, on this CPU its AMX ones)
+    "avx512": KernelPath(AVX512, 1, None),
+    "avx512-b": KernelPath(AVX512, 1, None),
+    "bf16": KernelPath(AVX512, 1, None, "bf16"),
+    "bf16-b": KernelPath(AVX512, 1, None, "bf16"),
 }
 
 # What ``bench.py verify`` runs unless ``--paths`` says otherwise: miners as Beam runs them, on
@@ -49,7 +73,17 @@ PATHS: dict[str, tuple[dict[str, str], int, str | None]] = {
 # ``threads2``, ``avx2``, ``avx2-mkl`` and ``avx2-t2`` are what an operator who overrides the
 # pin runs (on an AMD CPU MKL takes its AVX2 kernels unpinned; on an Intel one with AVX-512 or
 # AMX it does not).
-DEFAULT_PATHS = ("pinned", "avx2-mkl-t2", "pinned-t2", "ddp2", "fsdp2")
+DEFAULT_PATHS = (
+    "pinned",
+    "avx2-mkl-t2",
+    "pinned-t2",
+    "ddp2",
+    "fsdp2",
+    "avx512",
+    "avx512-b",
+    "bf16",
+    "bf16-b",
+)
 
 
 def bases_on_disk(args: argparse.Namespace, p: ProtocolConfig, folder: Path) -> Path:
@@ -100,11 +134,16 @@ def run_path(
 ) -> dict:
     """One kernel path's record (its own process, or two ranks); the one already in ``folder``
     if there is one (``--runs``: the bases it was trained from are checked by the caller)."""
-    env_extra, threads, mode = PATHS[name]
+    env_extra, threads, mode, precision = PATHS[name]
     out = folder / f"{name}.pt"
     if out.exists():
         return torch.load(out, weights_only=False, mmap=True)
-    env = {**os.environ, **env_extra, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": str(threads)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": str(threads)}
+    for key, value in env_extra.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
     cmd = [
         sys.executable,
         str(WORKER),
@@ -114,6 +153,8 @@ def run_path(
         str(out),
         "--threads",
         str(threads),
+        "--precision",
+        precision,
     ]
     if mode is None and rank_replays:
         cmd += ["--rank-replays", str(rank_replays)]

@@ -35,6 +35,7 @@ from subnet.training import (  # noqa: E402
 from subnet.training.distributed import launch  # noqa: E402
 from subnet.training.parallel import ParallelConfig  # noqa: E402
 from subnet.training.trainer import Trainer  # noqa: E402
+from subnet.verify.classes import of_machine  # noqa: E402
 
 
 def train_windows(
@@ -44,19 +45,21 @@ def train_windows(
     extra=(),
     threads_probe: bool = False,
     ranks: int = 0,
+    precision: str = "fp32",
 ) -> dict:
     """Every window's pseudo-gradient, error feedback before and after, and upload; with
     ``probe``, also the validator's chaos probe of it (a replay with perturbed gradients), and
     one more probe per noise level in ``extra`` (``probe@NOISE``: what another level would see) and,
     with ``threads_probe``, a replay on another thread count (``probe@threads``); with ``ranks``,
-    the replay of a miner on that many ranks (``replay@ranksN``)."""
+    the replay of a miner on that many ranks (``replay@ranksN``); ``precision``: ``bf16``
+    trains under bf16 autocast. The record names the replay class it trained in."""
     setting = bases["setting"]
-    inner = InnerConfig(**setting["inner"])
+    inner = InnerConfig(**{**setting["inner"], "bf16_autocast": precision == "bf16"})
     data = TokenDataset.from_folder(Path(setting["data"]), seq_len=setting["seq_len"])
     model = build_model(setting["preset"], vocab_size=data.vocab_size, seed=0)
     compressor = build_compressor(CompressionConfig())
     ef = ErrorFeedback(setting["ef_decay"])
-    out: dict = {"windows": []}
+    out: dict = {"windows": [], "class": str(of_machine("cpu", precision))}
     for w, base in enumerate(bases["bases"]):
         load_parameters(model, base)
         ids = bases["samples"][w]
@@ -93,6 +96,7 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--mode", default=None, help="ddp or fsdp: one of two ranks")
+    parser.add_argument("--precision", default="fp32", help="fp32, or bf16 (autocast)")
     parser.add_argument("--no-probe", action="store_true", help="train only: no chaos probe")
     parser.add_argument("--rank-replays", type=int, default=0, help="also replay as N ranks")
     parser.add_argument(
@@ -107,7 +111,9 @@ def main() -> int:
         extra = [float(x) for x in args.probe_noises.split(",") if x and x != "threads"]
         threads_probe = "threads" in args.probe_noises.split(",")
         probe = not args.no_probe
-        record = train_windows(bases, Trainer(), probe, extra, threads_probe, args.rank_replays)
+        record = train_windows(
+            bases, Trainer(), probe, extra, threads_probe, args.rank_replays, args.precision
+        )
         torch.save(record, args.out)
         return 0
     config = ParallelConfig(mode=args.mode, timeout_s=120, idle_timeout_s=120)
@@ -115,7 +121,7 @@ def main() -> int:
         assert group is not None
         if not group.is_main:
             return group.serve()
-        torch.save(train_windows(bases, Trainer(config)), args.out)
+        torch.save(train_windows(bases, Trainer(config), precision=args.precision), args.out)
     return 0
 
 

@@ -148,9 +148,12 @@ def read_notice(rt: Runtime, window: int, validator: str) -> CheckNotice | None:
     return notice
 
 
-def named_by(rt: Runtime, window: int, held: Held) -> list[str]:
+def named_by(
+    rt: Runtime, window: int, held: Held, coverage: dict[str, tuple[str, ...]] | None = None
+) -> list[str]:
     """Validators whose notice for ``window`` names this miner (reading only notices not read
-    yet; a notice that is not there yet is looked for again at the next call)."""
+    yet; a notice that is not there yet is looked for again at the next call); ``coverage``
+    gets the replay classes each notice read says its validator covers."""
     lane = notice_lane(rt)
     if lane is None:
         return []
@@ -172,6 +175,8 @@ def named_by(rt: Runtime, window: int, held: Held) -> list[str]:
         if notice is None:
             continue  # not written yet, or unreadable now: looked for again
         held.seen.add(validator)
+        if coverage is not None and notice.covers:
+            coverage[validator] = notice.covers
         if rt.hotkey in notice.targets:
             named.append(validator)
     return named

@@ -36,8 +36,16 @@ def lane_data_rule(plan: RunPlan, lane: str | None) -> str:
 
 
 def inner_config(rt: Runtime) -> InnerConfig:
-    """The protocol's inner settings with the plan's H."""
-    return rt.cfg.protocol.inner.model_copy(update={"steps": inner_steps(rt)})
+    """The protocol's inner settings with the plan's H, at this node's precision
+    (``--neuron.precision``; a validator's replay takes each upload's own)."""
+    inner, precision = rt.cfg.protocol.inner, rt.cfg.node.neuron.precision
+    bf16 = inner.bf16_autocast if precision == "protocol" else precision == "bf16"
+    return inner.model_copy(update={"steps": inner_steps(rt), "bf16_autocast": bf16})
+
+
+def precision(rt: Runtime) -> str:
+    """This node's training precision, as a replay class names it (``fp32`` or ``bf16``)."""
+    return "bf16" if inner_config(rt).bf16_autocast else "fp32"
 
 
 def samples_per_window(rt: Runtime) -> int:

@@ -47,6 +47,7 @@ from ..storage.keys import ObjectKind
 from ..verify.answer import BadAnswer, parse_answer
 from ..verify.check import Outcome, check, chunks_for, levels, spread, tolerance
 from ..verify.chunks import FRESH
+from ..verify.classes import ReplayClass, accepted, covered
 from ..verify.draw import chunk_sample, targets
 from ..wire import Rejected
 from ..wire.schema import MAX_VERDICTS, CheckNotice, CheckVerdict, verdict_windows
@@ -61,6 +62,7 @@ from .answers import (
 )
 from .bindings import inner_config
 from .check_task import Task
+from .class_book import ClassBook
 from .replay import PROBE_NOISE, Replayer, ReplayShort
 from .replica import Replica
 from .runtime import Runtime
@@ -98,6 +100,7 @@ class Checker:
         self.named: dict[str, int] = {}
         # window -> (its accepted uploads, its model): the last two, for confirmations
         self.held: dict[int, tuple[dict[str, Received], dict[str, torch.Tensor]]] = {}
+        self.book = ClassBook()  # replay classes: this validator's, its senders', the others'
         self.replayer: Replayer | None = None
         self.window_seconds, self._last_idle = 60.0, None  # measured between idle periods
 
@@ -108,7 +111,10 @@ class Checker:
         p = self.rt.cfg.protocol
         model = build_model(p.model, vocab_size=data.vocab_size, seed=p.seed)
         self.data, self.replica, self.compressor = data, replica, compressor
-        self.replayer = Replayer(model.to(self.rt.cfg.node.neuron.device), inner_config(self.rt))
+        device = self.rt.cfg.node.neuron.device
+        self.replayer = Replayer(model.to(device), inner_config(self.rt))
+        self.book.covers = tuple(str(c) for c in covered(device))
+        logger.info("checks: this validator replays classes {}", ", ".join(self.book.covers))
 
     @property
     def trusted(self) -> set[str]:
@@ -137,6 +143,7 @@ class Checker:
             "distrust": self.distrust,
             "named": self.named,
             "outs": {hk: {str(w): d for w, d in v.items()} for hk, v in self.outs.items()},
+            "classes": self.book.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -149,6 +156,7 @@ class Checker:
         self.outs = {
             hk: {int(w): str(d) for w, d in v.items()} for hk, v in state.get("outs", {}).items()
         }
+        self.book.load_state_dict(state.get("classes", {}))
 
     # -- the notice -----------------------------------------------------------------------
 
@@ -161,7 +169,9 @@ class Checker:
             return  # no pulse stored yet, or the chain did not answer: tried again next tick
         p = self.rt.cfg.protocol
         me, validators = self.rt.hotkey, self.rt.writers(notice_lane(self.rt) or self.lane)
-        candidates = sorted(set(committed) - self.banned.keys())
+        # Only senders of a class this validator replays exactly, among the validators that
+        # cover the same classes (``class_book``)
+        candidates = sorted(hk for hk in set(committed) - self.banned.keys() if self.book.mine(hk))
         chosen = targets(
             draw,
             p.run,
@@ -169,7 +179,7 @@ class Checker:
             window,
             candidates,
             self.trusted,
-            validators,
+            self.book.peers(validators, me),
             me,
             p.scoring.checks,
             p.scoring.check_share,
@@ -179,7 +189,9 @@ class Checker:
         self.targets = {w: t for w, t in self.targets.items() if w >= window - 2}
         low, _ = verdict_windows(window, p.scoring.check_grace)
         results = [r for r in self.results if low <= r.window <= window][-MAX_VERDICTS:]
-        notice = CheckNotice(targets=tuple(chosen), verdicts=tuple(results))
+        notice = CheckNotice(
+            targets=tuple(chosen), verdicts=tuple(results), covers=self.book.covers
+        )
         try:
             outbox = self.rt.outbox(notice_lane(self.rt))
             _, written = outbox.publish(ObjectKind.CHECKS, window, {}, metadata=notice.wire())
@@ -207,6 +219,7 @@ class Checker:
         for hotkey in self.banned.keys() & got.accepted.keys():
             del got.accepted[hotkey]
             got.rejected[hotkey] = "check_banned"
+        self._classes(window, got)
         if not self.active:
             return
         base = {k: v.clone() for k, v in self.replica.state.items()}
@@ -232,13 +245,54 @@ class Checker:
             for old in sorted(kept)[:-KEEP_OUTS]:
                 del kept[old]
         for hotkey in self.targets.get(window, []):
-            if hotkey in got.accepted:
+            if hotkey in got.accepted and not self.book.covered(self._class(got.accepted[hotkey])):
+                self._uncovered(window, hotkey, got.accepted[hotkey])
+            elif hotkey in got.accepted:
                 self.tasks.append(Task(window, hotkey, got.accepted[hotkey], base))
             elif commits is not None and hotkey in commits and hotkey in got.missing:
                 # Committed and not revealed after it was named: it may still reveal late
                 self.tasks.append(Task(window, hotkey, None, base, commit=commits[hotkey]))
         self.held = {w: h for w, h in self.held.items() if w >= window - 1}
         self.held[window] = (dict(got.accepted), base)
+
+    def _class(self, upload: Received) -> str:
+        """The replay class ``upload`` was trained in (``ClassBook.of``)."""
+        return self.book.of(upload.meta.replay_class)
+
+    def _classes(self, window: int, got: WindowUploads) -> None:
+        """Refuse uploads of classes the protocol does not accept (``scoring.classes``); note
+        each sender's class, and start a sender that changed class over (``class_book``)."""
+        patterns = self.rt.cfg.protocol.scoring.classes
+        for hotkey, upload in list(got.accepted.items()):
+            cls = self._class(upload)
+            if not accepted(cls, patterns):
+                del got.accepted[hotkey]
+                got.rejected[hotkey] = "class_refused"
+                logger.info("window {} {}: class {} is not accepted here", window, hotkey[:8], cls)
+                continue
+            if self.book.observe(hotkey, upload.meta.replay_class, window):
+                self.verified.pop(hotkey, None)
+                self.vouches.pop(hotkey, None)
+                logger.info(
+                    "window {} {}: now in class {}: unverified here until a check of it passes",
+                    window,
+                    hotkey[:8],
+                    cls,
+                )
+
+    def _uncovered(self, window: int, hotkey: str, upload: Received) -> None:
+        """A named sender whose upload is of a class this validator cannot replay exactly (it
+        changed class after its last upload here): no check, no verdict, no ban."""
+        cls = self._class(upload)
+        logger.info(
+            "window {} {}: not checked: class {} is not one this validator replays",
+            window,
+            hotkey[:8],
+            cls,
+        )
+        self.rt.metrics.log(
+            "check", window=window, hotkey=hotkey, ok=None, reason="not_covered", detail=cls
+        )
 
     # -- in idle time ---------------------------------------------------------------------
 
@@ -296,6 +350,7 @@ class Checker:
                 continue
             if notice is None:
                 continue
+            self.book.learn(validator, notice.covers)
             for verdict in notice.verdicts:
                 self._learn(validator, verdict, window)
 
@@ -314,6 +369,8 @@ class Checker:
         if self.distrust.get(validator, -1) > window:
             return
         if verdict.ok:
+            if verdict.window < self.book.since(verdict.hotkey):
+                return  # a pass of the class this sender left
             by = self.vouches.setdefault(verdict.hotkey, {})
             by[validator] = max(by.get(validator, -1), verdict.window)
             return
@@ -322,6 +379,8 @@ class Checker:
         uploads, base = self.held.get(verdict.window, ({}, {}))
         if verdict.hotkey not in uploads:
             return  # an upload this validator does not hold (any longer)
+        if not self.book.covered(self._class(uploads[verdict.hotkey])):
+            return  # a class this validator cannot replay exactly: it cannot confirm
         if any(t.hotkey == verdict.hotkey and t.window == verdict.window for t in self.tasks):
             return
         if sum(1 for t in self.tasks if t.claimant) >= 1:
@@ -438,10 +497,13 @@ class Checker:
         answer = parse_answer(chunks, ids, tensors, digest_in, digest_out)
         samples = self.assigned_of(task.window)(task.hotkey)[: upload.samples or None]
         batches = list(self.data.batches(samples, self.replayer.inner.micro_batch))
-        # As many threads and ranks as the miner's: reductions split as its did
+        # As many threads and ranks as the miner's, at its precision: reductions split as its did
         threads, ranks = upload.meta.threads, upload.meta.ranks or 1
+        bf16 = ReplayClass.parse(self._class(upload)).bf16
         try:
-            delta = self.replayer.replay(task.base, batches, upload.steps, 0.0, threads, ranks)
+            delta = self.replayer.replay(
+                task.base, batches, upload.steps, 0.0, threads, ranks, bf16
+            )
         except ReplayShort as short:
             raise BadAnswer("check_steps", str(short)) from None
         outcome = self._compare(upload, chunks, ids, delta, answer, p.scoring.check_tolerance)
@@ -449,7 +511,9 @@ class Checker:
             return outcome
         # Beyond the fixed tolerance: is the window chaotic enough to explain it? A second
         # replay with perturbed gradients measures how far honest replays lie apart here.
-        probe = self.replayer.replay(task.base, batches, upload.steps, PROBE_NOISE, threads, ranks)
+        probe = self.replayer.replay(
+            task.base, batches, upload.steps, PROBE_NOISE, threads, ranks, bf16
+        )
         task.spread = spread(chunks, ids, delta, probe, answer.ef_in, p.compression.ef_decay)
         allowed = tolerance(p.scoring.check_tolerance, p.scoring.check_margin, task.spread)
         return self._compare(upload, chunks, ids, delta, answer, allowed)
@@ -494,8 +558,9 @@ class Checker:
             bytes=nbytes,
             spread=spread if spread is None or math.isfinite(spread) else None,
         )
-        if outcome.ok:
+        if outcome.ok and window >= self.book.since(hotkey):  # a pass in the class it is in
             self.verified[hotkey] = max(self.verified.get(hotkey, -1), window)
+        if outcome.ok:
             logger.info(
                 "window {} {}: {} passed (input error {:.2g}, honest spread {}, {:.1f}s)",
                 window,

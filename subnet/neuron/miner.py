@@ -26,17 +26,20 @@ import torch
 from loguru import logger
 
 from ..compression import ErrorFeedback, build_compressor, payload_nbytes
+from ..config import ConfigError
 from ..data import sample_receipt
 from ..monitor.progress import progress
 from ..storage.base import StorageError
 from ..storage.keys import ObjectKind
 from ..training import pseudo_gradient
 from ..training.trainer import Trainer
+from ..verify.classes import accepted, of_machine
 from ..wire.schema import GradientMeta
 from .actions.ring import mix, publish_model
 from .actions.tree import reduce
 from .answers import KEEP, Held, beacon, chunk_map, named_by, write_answer
 from .base import BaseNeuron
+from .bindings import precision
 from .commits import Sealed, seal, write_commit, write_reveal
 from .gates import GATES
 from .lines import Line, build_lines, stream_of
@@ -123,6 +126,10 @@ class Miner(BaseNeuron):
         # for answers to checks (``answers.py``)
         self.held: dict[tuple[str, int], tuple[str, Held]] = {}
         self.held_now: Held | None = None  # the states of the update ``step`` just made
+        # the replay class its uploads state where they are checked (``subnet.verify.classes``)
+        self.replay_class = self._class()
+        self.coverage: dict[str, tuple[str, ...]] = {}  # validator -> classes its notice covers
+        self.told: bool | None = None  # whether a validator covers this class, as last said
 
     def assigned(self, rule: str, window: int) -> Callable[[str], list[int]]:
         """``hotkey -> sample ids`` of ``window`` by data rule ``rule`` (a line's own, or the
@@ -218,7 +225,9 @@ class Miner(BaseNeuron):
             unrevealed = lane in self.sealed and self.sealed[lane].window == held_window
             if held.answered or unrevealed or (held_window == window and offset <= guard):
                 continue
-            if not named_by(self.rt, held_window, held):
+            named = named_by(self.rt, held_window, held, self.coverage)
+            self.tell_coverage()
+            if not named:
                 continue
             draw = beacon(self.rt, held_window)
             if draw is None:
@@ -267,6 +276,9 @@ class Miner(BaseNeuron):
         "trained",
         "trained_window",
         "held_now",
+        "replay_class",
+        "coverage",  # read again from the next notices
+        "told",  # said again after a restart
     )
 
     def sync(self, window: int) -> None:
@@ -358,6 +370,7 @@ class Miner(BaseNeuron):
             loss=round(result.mean_loss, 6),
             threads=self.threads(),
             ranks=self.trainer.world,
+            replay_class=self.replay_class,
             **self.held_now.metadata(),
         )
         return Upload(payload, meta.wire())
@@ -369,6 +382,42 @@ class Miner(BaseNeuron):
         if self.rt.beacon is None or not self.rt.cfg.protocol.scoring.checks:
             return None
         return torch.get_num_threads()
+
+    def _class(self) -> str | None:
+        """This miner's replay class, said only where uploads are checked (as ``threads``);
+        refused at start if the protocol's ``scoring.classes`` does not accept it."""
+        if self.rt.beacon is None or not self.rt.cfg.protocol.scoring.checks:
+            return None
+        cls = of_machine(self.rt.cfg.node.neuron.device, precision(self.rt))
+        patterns = self.rt.cfg.protocol.scoring.classes
+        if not accepted(cls, patterns):
+            raise ConfigError(
+                f"this miner trains in replay class {cls}, which the subnet does not accept "
+                f"(scoring.classes: {', '.join(patterns)}): change --neuron.device or "
+                "--neuron.precision, or the kernels' variables (docs/miner.md#mining-on-a-gpu)"
+            )
+        logger.info("miner: uploads state replay class {}", cls)
+        return str(cls)
+
+    def tell_coverage(self) -> None:
+        """Say, once and again whenever it changes, whether a validator whose notice this miner
+        read covers its class: if none does, its uploads are held in probation (unpaid, never
+        merged, never banned for it) until one that does joins (``class_book``)."""
+        if self.replay_class is None or not self.coverage:
+            return
+        covered = any(self.replay_class in c for c in self.coverage.values())
+        if covered == self.told:
+            return
+        self.told = covered
+        self.rt.metrics.log("coverage", replay_class=self.replay_class, covered=covered)
+        if covered:
+            logger.info("miner: a validator checks class {}", self.replay_class)
+        else:
+            logger.warning(
+                "miner: no validator replays class {}: its uploads are scored but unpaid until "
+                "one that does joins (docs/miner.md#mining-on-a-gpu)",
+                self.replay_class,
+            )
 
     def rewind(self, line: Line, moments: dict[str, torch.Tensor]) -> None:
         """Put the line's inner optimizer back to its ``moments`` before a window's training

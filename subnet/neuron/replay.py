@@ -42,6 +42,7 @@ class Replayer:
         noise: float = 0.0,
         threads: int | None = None,
         ranks: int = 1,
+        bf16: bool | None = None,
     ) -> dict[str, torch.Tensor]:
         """The pseudo-gradient of ``steps`` inner steps from ``base`` on ``batches`` (CPU
         tensors). Raises :class:`ReplayShort` when the batches give fewer steps; any other
@@ -52,18 +53,29 @@ class Replayer:
         threads to replay with (the miner's, from its signed metadata: with the kernels
         ``subnet.kernels`` pins, a replay on as many threads is the miner's training bit for
         bit); None: this process's. ``ranks``: the miner's training ranks, whose gradients
-        the replay computes and averages as DDP does (``train_inner``)."""
+        the replay computes and averages as DDP does (``train_inner``). ``bf16``: forward
+        passes under bf16 autocast or not, as the upload's replay class says (None: the
+        inner settings')."""
         device = next(self.model.parameters()).device
         batches = list(batches)  # read first: a data failure is not the sender's
         with _threads(threads if device.type == "cpu" else None):
-            return self._replay(base, batches, steps, noise, ranks)
+            return self._replay(base, batches, steps, noise, ranks, bf16)
 
     def _replay(
-        self, base: dict[str, torch.Tensor], batches: list, steps: int, noise: float, ranks: int
+        self,
+        base: dict[str, torch.Tensor],
+        batches: list,
+        steps: int,
+        noise: float,
+        ranks: int,
+        bf16: bool | None,
     ) -> dict[str, torch.Tensor]:
         device = next(self.model.parameters()).device
         load_parameters(self.model, base)
-        cfg = self.inner.model_copy(update={"steps": steps})
+        update: dict = {"steps": steps}
+        if bf16 is not None:
+            update["bf16_autocast"] = bf16
+        cfg = self.inner.model_copy(update=update)
         optimizer = build_inner_optimizer(self.model, cfg)
         hooks = _perturb(self.model, noise) if noise > 0 else []
         try:

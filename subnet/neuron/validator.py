@@ -132,11 +132,20 @@ class Validator(BaseNeuron):
         self.evaluated.pop(hotkey, None)
 
     def _payable(self, accepted) -> list[str]:
-        """The uploads this validator may pay: its verified senders' (everyone's without checks,
-        or with ``scoring.pay_unverified``)."""
-        if self.rt.cfg.protocol.scoring.pay_unverified or not self.checker.active:
+        """The uploads this validator may pay: its verified senders' (everyone's without checks;
+        with ``scoring.pay_unverified``, everyone's that some validator can check)."""
+        if not self.checker.active:
             return list(accepted)
-        return [hk for hk in accepted if hk in self.checker.trusted]
+        return [hk for hk in accepted if self._paid(hk)]
+
+    def _paid(self, hotkey: str) -> bool:
+        """Whether a sender's positive score counts here: verified, or unverified under
+        ``scoring.pay_unverified`` in a class some validator covers (one no validator covers
+        would be paid unchecked for good: ``class_book``)."""
+        if hotkey in self.checker.trusted:
+            return True
+        pay = self.rt.cfg.protocol.scoring.pay_unverified
+        return pay and self.checker.book.checkable(hotkey)
 
     def _counts(self, miners: list[str]) -> dict[str, int]:
         """Windows each registered miner was evaluated and payable in (``update_moving``)."""
@@ -362,16 +371,21 @@ class Validator(BaseNeuron):
         nobody is verified, so it pays nobody: a network's first window is merged by no one
         (docs/reliability.md: attackers that scored above the honest miners there took 0.70 of
         its merge), and a window whose paid senders are all unverified pays none of them."""
-        if self.rt.cfg.protocol.scoring.pay_unverified or not self.checker.active:
+        if not self.checker.active:
             return verdicts
-        verified = self.checker.trusted
-        why = "no check of it has passed yet"
         return {
-            hk: replace(v, score=0.0, reason="unverified", detail=why)
-            if v.score > 0 and hk not in verified
+            hk: replace(v, score=0.0, reason="unverified", detail=self._why_unpaid(hk))
+            if v.score > 0 and not self._paid(hk)
             else v
             for hk, v in verdicts.items()
         }
+
+    def _why_unpaid(self, hotkey: str) -> str:
+        """Why a sender's score is held at 0: probation, or a class no validator covers."""
+        if self.checker.book.checkable(hotkey):
+            return "no check of it has passed yet"
+        cls = self.checker.book.senders[hotkey][0]
+        return f"no validator replays its class {cls}"
 
     def _after_deadline(self, window: int, accepted: dict[str, Received]) -> set[str]:
         """Accepted uploads that were not there when this validator looked at the deadline tick.

@@ -16,6 +16,7 @@ from loguru import logger
 from ..cli import parse_config, run_guarded
 from ..errors import SetupError
 from ..kernels import pin, replay_warning
+from ..verify.classes import deterministic
 
 if TYPE_CHECKING:
     from ..neuron.base import BaseNeuron
@@ -126,6 +127,12 @@ def run_role(role: type[BaseNeuron] | str, description: str, argv: list[str] | N
             why = replay_warning(torch.backends.cpu.get_cpu_capability(), differ)
             if why:
                 logger.warning("{}: {}", name, why)
+        elif cfg.protocol.scoring.checks:  # a GPU: its replay class is deterministic or nothing
+            settings = deterministic(node.neuron.device)
+            if settings:
+                logger.info(
+                    "{}: deterministic {} ({})", name, node.neuron.device, ", ".join(settings)
+                )
         cls = role_class(role) if isinstance(role, str) else role
         with launch(cfg.node.parallel, node.neuron.device, cfg.protocol.inner.micro_batch) as group:
             if group is not None and not group.is_main:

@@ -136,6 +136,16 @@ class ScoringConfig(BaseModel):
             "checked grows with the number of validators, not any one validator's cost"
         ),
     )
+    classes: list[str] = Field(
+        default_factory=list,
+        max_length=32,
+        description=(
+            "replay classes this subnet accepts uploads from, as shell patterns over "
+            "`platform/precision/software` (subnet.verify.classes), e.g. `cpu-avx2-*/fp32/*`; "
+            "an upload in another class is refused (class_refused) and such a miner does not "
+            "start. Empty: every class (one no validator covers is held in probation)"
+        ),
+    )
     check_share: float = Field(
         0.25,
         gt=0.0,

@@ -27,8 +27,9 @@ from enum import Enum
 # its own replays only and splits its checks between its verified senders and its queue of
 # newcomers, notices name only windows their validator could have checked, a key written twice
 # is refused, and the holder caps each sender's share of a window and holds a persistent push
-# on a chunk to the median's).
-PROTOCOL_VERSION = 11
+# on a chunk to the median's; 12: a gradient states its replay class and a check notice the
+# classes its validator covers, and checks go only to validators that cover an upload's class).
+PROTOCOL_VERSION = 12
 ROOT = "beam"
 _WINDOW_DIGITS = 12
 _RUN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")

@@ -122,6 +122,10 @@ class Reason(str, Enum):
         "named in a notice, the committed upload not revealed within check_grace windows",
     )
     CHECK_BANNED = "check_banned", "a check of this sender failed here (or was confirmed here)"
+    CLASS_REFUSED = (
+        "class_refused",
+        "trained in a replay class the subnet's scoring.classes does not accept",
+    )
     # -- model versions (``subnet.versions``) ---------------------------------------------------
     NOT_PUBLISHED = "not_published", "the holder has no manifest yet"
     MISSING_VERSION = (
@@ -172,7 +176,7 @@ SECTIONS: dict[str, tuple[Reason, ...]] = {
         Reason.NO_BUCKET, Reason.NON_FINITE_LOSS
     ),
     "checks of training (`subnet.neuron.checks`, `subnet.verify`)": _span(
-        Reason.CHECK_MALFORMED, Reason.CHECK_BANNED
+        Reason.CHECK_MALFORMED, Reason.CLASS_REFUSED
     ),
     "model versions (`subnet.versions`)": _span(Reason.NOT_PUBLISHED, Reason.NO_READER),
     "room documents (`subnet.room`)": _span(Reason.MALFORMED, Reason.BAD_REQUEST),

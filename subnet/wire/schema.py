@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, mod
 from pydantic_core import PydanticCustomError
 
 from subnet.storage.keys import ObjectKind
+from subnet.verify.classes import MAX_CLASS_CHARS, ReplayClass
 from subnet.wire import fields as f
 from subnet.wire.reasons import Reason, Rejected
 
@@ -39,6 +40,7 @@ MAX_MEMBERS = 1 << 20  # members a tree partial covers
 # CPU threads a miner may say it trained with: a validator replays with as many, so this bounds
 # what a check costs one with fewer cores (hypertrain-20m on 2 cores: 16 threads 1.20x, 256 3.7x)
 MAX_THREADS = 16
+MAX_COVERS = 8  # replay classes one validator says it checks
 MAX_RANKS = 64  # training ranks a miner may say it used (a validator's replay computes each one)
 MAX_MANIFEST_CHARS = 256 * 1024  # a model manifest's JSON (``subnet.versions.manifest``)
 
@@ -96,6 +98,13 @@ def _ranks(value: object) -> int:
     return f.count(Reason.BAD_METADATA, value, low=1, high=MAX_RANKS)
 
 
+def _replay_class(value: object) -> str:
+    try:
+        return str(ReplayClass.parse(value))
+    except ValueError as error:
+        raise f.FieldError(Reason.BAD_METADATA, str(error)) from None
+
+
 def _loss(value: object) -> float:
     return f.decimal(Reason.BAD_METADATA, value, low=0.0, high=MAX_LOSS)
 
@@ -128,6 +137,11 @@ Count = f.field(_count, int, f"{DIGITS}: 0 .. 10^12 - 1")
 Members = f.field(_members, int, f"{DIGITS}: 1 .. {MAX_MEMBERS:,}, capped by the subtree's size")
 Threads = f.field(_threads, int, f"{DIGITS}: 1 .. {MAX_THREADS}")
 Ranks = f.field(_ranks, int, f"{DIGITS}: 1 .. {MAX_RANKS}")
+Class = f.field(
+    _replay_class,
+    str,
+    f"`platform/fp32|bf16/software`, at most {MAX_CLASS_CHARS} characters (subnet.verify.classes)",
+)
 Loss = f.field(_loss, float, "an ASCII decimal, finite (no NaN, inf, 1e400): 0 .. 10^6", _loss_text)
 Receipt = f.field(_receipt, str, f"{HEX} (sha256 of the sample ids)")
 StateDigest = f.field(_state_digest, str, f"`fresh`, or {HEX} (a Merkle root of error feedback)")
@@ -172,6 +186,9 @@ class GradientMeta(Message):
     # reductions split as the miner's did and the replay is bit for bit (docs/protocol.md)
     threads: Threads | None = None
     ranks: Ranks | None = None  # training ranks (DDP): the replay computes each one's gradient
+    # the replay class it trained in (``subnet.verify.classes``): only a validator that covers it
+    # checks the upload; absent, the pinned CPU class in fp32
+    replay_class: Class | None = None
     # the root of the error feedback trained from (``fresh``: all zero; ``subnet.verify.chunks``)
     state_in: StateDigest | None = None
     # the earlier window whose ``state_out`` ``state_in`` is (written "" when fresh)
@@ -401,6 +418,21 @@ def _verdicts_wire(verdicts: tuple[CheckVerdict, ...]) -> str:
     )
 
 
+def _covers_wire(covers: tuple[str, ...]) -> str:
+    return ",".join(covers)
+
+
+def _covers(value: object) -> tuple[str, ...]:
+    text = value if isinstance(value, str) else _covers_wire(tuple(value))  # type: ignore[arg-type]
+    entries = tuple(text.split(",")) if text else ()
+    if len(entries) > MAX_COVERS or len(set(entries)) != len(entries):
+        raise f.FieldError(Reason.CHECK_BAD_NOTICE, f"covers: not {MAX_COVERS} classes or fewer")
+    try:
+        return tuple(str(ReplayClass.parse(e)) for e in entries)
+    except ValueError as error:
+        raise f.FieldError(Reason.CHECK_BAD_NOTICE, f"covers: {error}") from None
+
+
 def _targets(value: object) -> tuple[str, ...]:
     text = value if isinstance(value, str) else _targets_wire(tuple(value))  # type: ignore[arg-type]
     targets = tuple(t for t in text.split(",") if t) if text else ()
@@ -450,6 +482,14 @@ class CheckNotice(Message):
         f"at most {MAX_VERDICTS} `window,hotkey,result,error` joined by `;`: result `pass` or a"
         " `check_` code, error an ASCII decimal in [0, 10^9] (a larger one, inf included, written as 1e+09)",
         _verdicts_wire,
+    ) = ()
+    # the replay classes this validator checks (``subnet.verify.classes``); none: the pinned CPU
+    # class in fp32
+    covers: f.field(
+        _covers,
+        tuple[str, ...],
+        f"at most {MAX_COVERS} replay classes joined by `,`",
+        _covers_wire,
     ) = ()
 
     def refuse_outside(self, window: int, grace: int) -> None:

@@ -64,9 +64,14 @@ def test_every_boolean_can_be_switched_off_and_on(flag):
     assert value(parse_config([*extra, f"--{flag.name}"], env={flag.env: "0"})) is True
 
 
-def test_bf16_autocast_with_checks_on_is_one_config_error():
-    with pytest.raises(ConfigError, match="bf16_autocast cannot be checked across machines"):
-        parse_config(["--protocol.inner.bf16_autocast"], env={})
+def test_bf16_with_checks_on_is_a_replay_class_not_an_error():
+    # bf16 is checked inside its replay class (subnet.verify.classes), so it is allowed; a
+    # node may choose its own precision, and a bad choice is one config error
+    cfg = parse_config(["--protocol.inner.bf16_autocast", "--neuron.precision", "fp32"], env={})
+    assert cfg.protocol.inner.bf16_autocast and cfg.protocol.scoring.checks > 0
+    assert cfg.node.neuron.precision == "fp32"
+    with pytest.raises(ConfigError, match="precision"):
+        parse_config(["--neuron.precision", "fp16"], env={})
 
 
 def test_the_broadcast_codec_as_an_upload_codec_is_one_config_error():

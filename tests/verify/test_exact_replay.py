@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from subnet.kernels import PINNED, pin, replay_warning
+from subnet.kernels import CUDA_PINNED, PINNED, pin, replay_warning
 
 WORKER = Path(__file__).with_name("exact_worker.py")
 
@@ -46,10 +46,15 @@ def test_a_replay_on_the_miners_threads_is_its_training_bit_for_bit(
 
 def test_pin_sets_what_is_unset_and_names_what_the_operator_set_otherwise() -> None:
     env: dict[str, str] = {}
-    assert pin(env) == [] and env == PINNED
-    env = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "avx2"}
+    assert pin(env) == [] and env == PINNED | CUDA_PINNED
+    env = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "avx2", "CUBLAS_WORKSPACE_CONFIG": ":16:8"}
     assert pin(env) == ["ATEN_CPU_CAPABILITY=default"]
-    assert env == {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "avx2"}  # left as set
+    # left as set (any documented cuBLAS workspace is deterministic, so it is not named)
+    assert env == {
+        "ATEN_CPU_CAPABILITY": "default",
+        "MKL_CBWR": "avx2",
+        "CUBLAS_WORKSPACE_CONFIG": ":16:8",
+    }
     assert "ATEN_CPU_CAPABILITY=default" in (replay_warning("AVX2", pin(env)) or "")
     assert "AVX512" in (replay_warning("AVX512", []) or "")
     assert replay_warning("AVX2", []) is None

