@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
@@ -24,9 +25,10 @@ def die_with_parent() -> None:
 
 
 def spawn(
-    args: list[str], log_path: Path, env: dict[str, str] | None = None
+    args: list[str], log_path: Path, env: Mapping[str, str | None] | None = None
 ) -> subprocess.Popen[bytes]:
-    """Start ``args`` with output appended to ``log_path``; it dies when this process dies."""
+    """Start ``args`` with output appended to ``log_path``; it dies when this process dies.
+    ``env`` adds to this process's environment (a value of None removes the variable)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         return subprocess.Popen(
@@ -34,7 +36,7 @@ def spawn(
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env={**os.environ, **(env or {})},
+            env={k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None},
             preexec_fn=die_with_parent,  # noqa: PLW1509 (no threads yet at spawn time)
         )
 

@@ -126,6 +126,11 @@ class _Lazy(dict):
     def __getitem__(self, name: str):
         return self.compressor.decode(super().__getitem__(name), self.shapes)
 
+    def add_into(self, name: str, into: dict, weight: float) -> None:
+        """As the validator's uploads do (``Decoded.add_into``): only what the codec sent."""
+        payload = super().__getitem__(name)
+        self.compressor.add_into(payload, self.shapes, into, None, 1.0, weight)
+
 
 def newcomer_windows(
     miners: int, validators: int, p: ProtocolConfig, trials: int = 40, share: float = 0.9

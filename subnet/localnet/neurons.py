@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,8 +55,17 @@ class NeuronSet:
     data_dir: Path
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
 
-    def start(self, name: str, role: str, script: str | None = None, *extra: str) -> None:
-        """Start wallet ``name`` as ``role`` (optionally with another entry script)."""
+    def start(
+        self,
+        name: str,
+        role: str,
+        script: str | None = None,
+        *extra: str,
+        env: Mapping[str, str | None] | None = None,
+    ) -> None:
+        """Start wallet ``name`` as ``role`` (optionally with another entry script); ``env``
+        sets (or, None, unsets) variables of its environment, as an operator's shell would
+        (the kernels' ``ATEN_CPU_CAPABILITY``, say: another replay class)."""
         ep = self.endpoints
         args = [
             sys.executable,
@@ -88,6 +98,7 @@ class NeuronSet:
         ]
         # moto accepts any key pair; the same dummy pair writes and (published on chain) reads.
         env = {
+            **(env or {}),
             "BEAM_S3_ACCESS_KEY_ID": DUMMY_ACCESS_KEY_ID,
             "BEAM_S3_SECRET_ACCESS_KEY": DUMMY_SECRET_ACCESS_KEY,
             "BEAM_S3_READ_ACCESS_KEY_ID": DUMMY_ACCESS_KEY_ID,

@@ -262,6 +262,11 @@ class Decoded(Mapping):
     def __getitem__(self, hotkey: str) -> dict[str, torch.Tensor]:
         return self._accepted[hotkey].decode()
 
+    def add_into(self, hotkey: str, into: dict[str, torch.Tensor], weight: float) -> None:
+        """``into += weight * update``, adding only the coordinates a sparse codec sent."""
+        got = self._accepted[hotkey]
+        got.compressor.add_into(got.payload, got.shapes, into, None, 1.0, weight)
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._accepted)
 

@@ -263,11 +263,10 @@ class Validator(BaseNeuron):
         )
         # Accepted and not evaluated here this window: reported at their standing, or held
         kept, payable = (in_time.keys() - verdicts.keys()) - held, set(self._payable(in_time))
-        probation = "no check of it has passed yet"
         verdicts |= {
             hk: Verdict(hk, self.moving.get(hk, 0.0), "standing")
             if hk in payable
-            else Verdict(hk, 0.0, "unverified", probation)
+            else Verdict(hk, 0.0, "unverified", self._why_unpaid(hk))
             for hk in kept
         }
         why = "a copy fingerprint matched it; the window's evaluations were spent"

@@ -113,6 +113,11 @@ class AsMerged(Mapping):
         delta, scale = self._deltas[hotkey], self.scales[hotkey]
         return delta if scale == 1.0 else {k: v.float() * scale for k, v in delta.items()}
 
+    def add_into(self, hotkey: str, into: dict[str, Tensor], weight: float) -> None:
+        """``into += weight * (the upload as merged)``: through the uploads' own ``add_into``
+        where they have one (a sparse codec adds only what it sent, no dense decode)."""
+        add_into(self._deltas, hotkey, into, weight * self.scales[hotkey])
+
     def __iter__(self):
         return iter(self._deltas)
 
@@ -176,10 +181,26 @@ def references(
     scales = clip_scales([norms[n] if norms else global_norm(deltas[n]) for n in names])
     common: dict[str, Tensor] = {}
     for name, scale in zip(names, scales, strict=True):
-        for k, t in deltas[name].items():
-            part = t.float() * (scale / len(names))
-            common[k] = common[k].add_(part) if k in common else part
+        add_into(deltas, name, common, scale / len(names))
     return lambda _hk: ("common", common)
+
+
+def add_into(
+    deltas: Mapping[str, Delta], name: str, into: dict[str, Tensor], weight: float
+) -> None:
+    """``into += weight * deltas[name]``: by the mapping's own ``add_into`` when it has one
+    (uploads kept compressed add only the coordinates they sent: a window of 256 sparse uploads
+    of a 20M model costs no dense decode each), else decoded."""
+    adder = getattr(deltas, "add_into", None)
+    if adder is not None:
+        adder(name, into, weight)
+        return
+    for k, t in deltas[name].items():
+        part = t.float() * weight
+        if k in into:
+            into[k].add_(part)
+        else:
+            into[k] = part
 
 
 class WindowProbe:
