@@ -35,7 +35,7 @@ class KernelPath(NamedTuple):
 
 # What holds an unpinned CPU's replay class (subnet.verify.classes): ATen on its AVX-512
 # kernels, MKL free (on this Sapphire Rapids CPU it takes its AMX kernels)
-AVX512 = {"ATEN_CPU_CAPABILITY": "avx512", "MKL_CBWR": None}
+AVX512 = {"ATEN_CPU_CAPABILITY": "avx512", "MKL_CBWR": "AUTO"}
 PATHS: dict[str, KernelPath] = {
     "default": KernelPath({"ATEN_CPU_CAPABILITY": "default"}, 1, None),
     "avx2": KernelPath({"ATEN_CPU_CAPABILITY": "avx2"}, 1, None),

@@ -113,7 +113,7 @@ class Checker:
         self.data, self.replica, self.compressor = data, replica, compressor
         device = self.rt.cfg.node.neuron.device
         self.replayer = Replayer(model.to(device), inner_config(self.rt))
-        self.book.covers = tuple(str(c) for c in covered(device))
+        self.book.covers = tuple(str(c) for c in covered(device, model, p.seq_len))
         logger.info("checks: this validator replays classes {}", ", ".join(self.book.covers))
 
     @property

@@ -29,6 +29,10 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 PRECISIONS = ("fp32", "bf16")
 MAX_CLASS_CHARS = 120
@@ -107,13 +111,14 @@ def platform(device: str, precision: str, environ: Mapping[str, str] | None = No
     if dev.type != "cpu":
         return slug(dev.type)
     aten = slug(torch.backends.cpu.get_cpu_capability())
-    mkl = env.get("MKL_CBWR")
-    if mkl:  # MKL's conditional reproducibility: the same path on every CPU that has it
-        name = f"cpu-{aten}-mkl.{slug(mkl)}"
-    else:  # MKL free: its own pick by the CPU, unless its instructions are capped
+    mkl = (env.get("MKL_CBWR") or "auto").lower()
+    free = mkl == "auto"
+    if free:  # MKL's own pick by the CPU, unless its instructions are capped
         capped = env.get("MKL_ENABLE_INSTRUCTIONS")
         name = f"cpu-{aten}-mkl.auto" + (f".{slug(capped)}" if capped else "")
-    if not mkl or precision == "bf16":
+    else:  # MKL's conditional reproducibility: the same path on every CPU that has it
+        name = f"cpu-{aten}-mkl.{slug(mkl)}"
+    if free or precision == "bf16":
         name += f"-{_cpu_units()}"
     return name
 
@@ -125,25 +130,36 @@ def of_machine(device: str, precision: str) -> ReplayClass:
     return ReplayClass(platform(device, precision), precision, software())
 
 
-def runs_bf16(device: str) -> bool:
+def runs_bf16(device: str, model: torch.nn.Module | None = None, seq_len: int = 64) -> bool:
     """Whether this process's kernels train under bf16 autocast at all: one forward and
-    backward of a small layer (ATen held to AVX2 on a CPU with AMX, for one, cannot)."""
+    backward of ``model`` (the validator's replay model; else a small layer) on ``seq_len``
+    tokens. ATen held to AVX2 on a CPU with AMX, for one, cannot: its bf16 attention needs
+    AVX-512 (``pack_vnni2``)."""
     import torch
 
     try:
-        layer = torch.nn.Linear(32, 32).to(device)
         with torch.autocast(torch.device(device).type, dtype=torch.bfloat16):
-            out = layer(torch.ones(4, 32, device=device))
+            if model is None:
+                out = torch.nn.Linear(32, 32).to(device)(torch.ones(4, 32, device=device))
+            else:
+                vocab = model.get_parameter("tok_emb.weight").shape[0]
+                idx = torch.randint(0, vocab, (2, seq_len), device=device)
+                out = model(idx, idx)[1]
         out.float().sum().backward()
     except RuntimeError:
         return False
+    finally:
+        if model is not None:
+            model.zero_grad(set_to_none=True)
     return True
 
 
-def covered(device: str) -> tuple[ReplayClass, ...]:
+def covered(
+    device: str, model: torch.nn.Module | None = None, seq_len: int = 64
+) -> tuple[ReplayClass, ...]:
     """The classes a validator on ``device`` replays exactly: its own, in each precision its
-    kernels run."""
-    precisions = PRECISIONS if runs_bf16(device) else ("fp32",)
+    kernels run (``runs_bf16`` on its replay ``model``)."""
+    precisions = PRECISIONS if runs_bf16(device, model, seq_len) else ("fp32",)
     return tuple(of_machine(device, p) for p in precisions)
 
 

@@ -41,7 +41,7 @@ PROTOCOL = {
     # each validator checks both of its newcomers in one window
     "scoring": {"checks": 2, "check_share": 1.0},
 }
-UNPINNED = {"ATEN_CPU_CAPABILITY": "avx512", "MKL_CBWR": None}
+UNPINNED = {"ATEN_CPU_CAPABILITY": "avx512", "MKL_CBWR": "AUTO"}  # (unset, pin would set it)
 COVERS = {"validator1": ("miner1",), "validator2": ("miner2", "miner3")}
 
 
@@ -49,8 +49,8 @@ def _log(root: Path, name: str) -> str:
     return (root / "logs" / f"{name}.out").read_text(errors="replace")
 
 
-def _checks(state: Path, name: str) -> list[dict]:
-    path = next(iter(state.glob(f"validator-{name}-*/metrics.jsonl")), state / "none")
+def _checks(state: Path, hotkey: str) -> list[dict]:
+    path = next(iter(state.glob(f"validator-{hotkey[:8]}/metrics.jsonl")), state / "none")
     return [c for c in read_records(path, "check") if c.get("ok") is not None]
 
 
@@ -78,7 +78,8 @@ def run(request, tmp_path_factory, iambic_1024):
 
         def verified() -> bool:
             return all(
-                {hotkeys[m] for m in miners} <= {c["hotkey"] for c in _checks(state, v) if c["ok"]}
+                {hotkeys[m] for m in miners}
+                <= {c["hotkey"] for c in _checks(state, hotkeys[v]) if c["ok"]}
                 for v, miners in COVERS.items()
             )
 
@@ -113,7 +114,7 @@ def test_three_classes_each_checked_only_by_a_validator_that_covers_it(run) -> N
         assert not {classes[m] for m in others} & covers[validator]
     by_hotkey = {run["hotkeys"][m]: c for m, c in classes.items()}
     for validator in COVERS:
-        checks = _checks(run["state"], validator)
+        checks = _checks(run["state"], run["hotkeys"][validator])
         assert checks, f"{validator} checked nothing"
         for check in checks:  # never across classes, never a false flag
             assert by_hotkey[check["hotkey"]] in covers[validator], check
@@ -122,7 +123,7 @@ def test_three_classes_each_checked_only_by_a_validator_that_covers_it(run) -> N
 
 def test_nobody_was_banned_and_each_miner_was_told_it_is_checked(run) -> None:
     for validator in COVERS:
-        path = next(run["state"].glob(f"validator-{validator}-*/metrics.jsonl"))
+        path = next(run["state"].glob(f"validator-{run['hotkeys'][validator][:8]}/metrics.jsonl"))
         for report in read_records(path, "scores"):
             assert "check_banned" not in json.dumps(report.get("verdicts", {})), report
     for miner in ("miner1", "miner2", "miner3"):
