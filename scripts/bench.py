@@ -1,7 +1,7 @@
 """Beam's benchmarks: ``python scripts/bench.py NAME [--json] [flags]``.
 
 NAME is ``adversarial``, ``broadcast``, ``compression``, ``convergence``, ``demo_load``, ``faults``,
-``gpu_replay``, ``numerics``, ``rescore``, ``scale``, ``throughput`` or ``verify``
+``gpu_class``, ``gpu_replay``, ``numerics``, ``rescore``, ``scale``, ``throughput`` or ``verify``
 (``--help`` after NAME lists its flags).
 Defaults fit a 2-core CPU; ``--device cuda`` plus the size flags scale a run up on a GPU. With
 ``--json`` the last line printed is one JSON object; without it, a readable summary. The measured
@@ -24,6 +24,7 @@ from benchmarks import (  # noqa: E402
     convergence,
     demo_load,
     faults,
+    gpu_class,
     gpu_replay,
     numerics,
     rescore,
@@ -38,6 +39,7 @@ BENCHMARKS = {
     "compression": compression,
     "convergence": convergence,
     "faults": faults,
+    "gpu_class": gpu_class,
     "gpu_replay": gpu_replay,
     "numerics": numerics,
     "rescore": rescore,

@@ -12,9 +12,14 @@
 #    protocol windows of hypertrain-20m on the GPU (fp32, as checks require), replays the second
 #    on the CPU and runs the validator's check on beacon-drawn chunks (as `bench.py verify` does
 #    across CPU kernel paths): the check's error against the tolerance, pass or fail.
+# 3. The GPU's replay class (`bench.py gpu_class`): in fp32 and bf16, two runs of one window with
+#    the class's deterministic settings give bit-identical codec inputs, a validator's replay on
+#    the same GPU passes its check, the settings' cost in tokens/s, and that a CPU validator's
+#    draw never names an upload of the GPU's class. (Step 2 is reported, not required: a CPU
+#    replay of a GPU window is another class, and no draw assigns it.)
 # Each step's own JSON line is kept in OUT_DIR; the last line printed (and OUT_DIR/gpu_check.json)
 # is one JSON object with both. Nothing here needs a chain, storage or a dataset. Exit status is
-# non-zero if a step fails or the replay's check does not pass.
+# non-zero if a step fails or the replay class's checks (step 3) do not pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-${OUT:-.beam/gpu_check}}"
@@ -43,6 +48,12 @@ timeout "$STEP_TIMEOUT" "$PY" scripts/bench.py gpu_replay --json --device "$DEVI
     > "$OUT/gpu_replay.log" 2>&1
 tail -n 1 "$OUT/gpu_replay.log" > "$OUT/gpu_replay.json"
 
+echo "== its replay class on $DEVICE: two runs bit for bit, a same-device check, determinism's cost" >&2
+timeout "$STEP_TIMEOUT" "$PY" scripts/bench.py gpu_class --json --device "$DEVICE" --preset "$PRESET" \
+    --threads "$(nproc)" \
+    > "$OUT/gpu_class.log" 2>&1
+tail -n 1 "$OUT/gpu_class.log" > "$OUT/gpu_class.json"
+
 "$PY" - "$OUT" <<'PY'
 import json
 import sys
@@ -51,6 +62,7 @@ from pathlib import Path
 out = Path(sys.argv[1])
 tp = json.loads((out / "throughput.json").read_text())
 rp = json.loads((out / "gpu_replay.json").read_text())
+gc = json.loads((out / "gpu_class.json").read_text())
 cells = {
     f"{c['precision']}@{c['seq_len']}": {k: c.get(k) for k in (
         "beam_tokens_per_s", "beam_tokens_per_s_spread", "tflops", "mfu", "overhead_ratio")}
@@ -64,7 +76,8 @@ record = {
     "replay": {k: rp[k] for k in ("check_error_max", "check_tolerance", "checks_passed", "checks",
                                   "update_relative_difference", "device_window_s",
                                   "cpu_replay_s", "passed")},
-    "passed": rp["passed"],
+    "replay_class": {k: gc[k] for k in ("fp32", "bf16", "cpu_validator_draws_it", "passed")},
+    "passed": gc["passed"],
     "env": tp["env"],
 }
 line = json.dumps(record)

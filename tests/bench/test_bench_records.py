@@ -277,6 +277,23 @@ def test_gpu_replay_on_the_cpu_passes_its_own_check() -> None:
     assert r["passed"] and r["update_relative_difference"] == 0.0  # the same kernels
 
 
+def test_gpu_class_on_the_cpu_runs_twice_bit_for_bit_and_passes_its_own_check() -> None:
+    r = bench("gpu_class", "--preset", "tiny", "--inner-steps", "3", "--draws", "2", "--reps", "1")
+    for precision in ("fp32", "bf16"):
+        cell = r[precision]
+        has(
+            cell,
+            "class",
+            "tokens_per_s_default",
+            "tokens_per_s_deterministic",
+            "deterministic_cost",
+        )
+        assert cell["class"].split("/")[1] == precision
+        assert cell["two_runs_bitwise"] and cell["replay_checks_passed"] == 2
+        assert cell["replay_check_error_max"] == 0.0  # the same kernels, the same precision
+    assert r["passed"] and r["cpu_validator_draws_it"] is None  # asked of a GPU only
+
+
 @pytest.mark.slow
 def test_gpu_check_writes_one_json_line_on_a_cpu(tmp_path: Path) -> None:
     out = subprocess.run(
@@ -297,6 +314,6 @@ def test_gpu_check_writes_one_json_line_on_a_cpu(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     record = json.loads(out.stdout.strip().splitlines()[-1])
-    has(record, "benchmark", "throughput", "replay", "passed", "env")
+    has(record, "benchmark", "throughput", "replay", "replay_class", "passed", "env")
     assert set(record["throughput"]["cells"]) == {"fp32@64", "bf16@64"}  # 512 > tiny's context
     assert record["passed"]
