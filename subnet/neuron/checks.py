@@ -47,7 +47,7 @@ from ..storage.keys import ObjectKind
 from ..verify.answer import BadAnswer, parse_answer
 from ..verify.check import Outcome, check, chunks_for, levels, spread, tolerance
 from ..verify.chunks import FRESH
-from ..verify.classes import ReplayClass, accepted, covered
+from ..verify.classes import ReplayClass, covered
 from ..verify.draw import chunk_sample, targets
 from ..wire import Rejected
 from ..wire.schema import MAX_VERDICTS, CheckNotice, CheckVerdict, verdict_windows
@@ -260,25 +260,11 @@ class Checker:
         return self.book.of(upload.meta.replay_class)
 
     def _classes(self, window: int, got: WindowUploads) -> None:
-        """Refuse uploads of classes the protocol does not accept (``scoring.classes``); note
-        each sender's class, and start a sender that changed class over (``class_book``)."""
-        patterns = self.rt.cfg.protocol.scoring.classes
-        for hotkey, upload in list(got.accepted.items()):
-            cls = self._class(upload)
-            if not accepted(cls, patterns):
-                del got.accepted[hotkey]
-                got.rejected[hotkey] = "class_refused"
-                logger.info("window {} {}: class {} is not accepted here", window, hotkey[:8], cls)
-                continue
-            if self.book.observe(hotkey, upload.meta.replay_class, window):
-                self.verified.pop(hotkey, None)
-                self.vouches.pop(hotkey, None)
-                logger.info(
-                    "window {} {}: now in class {}: unverified here until a check of it passes",
-                    window,
-                    hotkey[:8],
-                    cls,
-                )
+        """Refuse classes the protocol does not accept; a sender that changed class starts
+        over here (``ClassBook.screen``)."""
+        for hotkey in self.book.screen(window, got, self.rt.cfg.protocol.scoring.classes):
+            self.verified.pop(hotkey, None)
+            self.vouches.pop(hotkey, None)
 
     def _uncovered(self, window: int, hotkey: str, upload: Received) -> None:
         """A named sender whose upload is of a class this validator cannot replay exactly (it

@@ -23,7 +23,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..verify.classes import ReplayClass
+from loguru import logger
+
+from ..verify.classes import ReplayClass, accepted
 
 
 class ClassBook:
@@ -51,6 +53,27 @@ class ClassBook:
             return False  # an older upload, read late: the newer class stands
         self.senders[hotkey] = (cls, window)
         return known is not None
+
+    def screen(self, window: int, got: Any, patterns: Sequence[str]) -> list[str]:
+        """Refuse ``got``'s uploads of classes ``patterns`` do not accept (``scoring.classes``:
+        moved from ``accepted`` to ``rejected`` as ``class_refused``); note the others'
+        classes. The senders whose class changed (the caller forgets their verification)."""
+        changed = []
+        for hotkey, upload in list(got.accepted.items()):
+            cls = self.of(upload.meta.replay_class)
+            if not accepted(cls, patterns):
+                del got.accepted[hotkey]
+                got.rejected[hotkey] = "class_refused"
+                logger.info("window {} {}: class {} is not accepted here", window, hotkey[:8], cls)
+            elif self.observe(hotkey, upload.meta.replay_class, window):
+                changed.append(hotkey)
+                logger.info(
+                    "window {} {}: now in class {}: unverified here until a check of it passes",
+                    window,
+                    hotkey[:8],
+                    cls,
+                )
+        return changed
 
     def since(self, hotkey: str) -> int:
         """The first window of the sender's current class (-1: not seen)."""

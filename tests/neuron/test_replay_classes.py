@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import functools
 
+import pytest
+
 import subnet.neuron.validator as validator_module
 from subnet.data import random_sample_ids
 from subnet.neuron.class_book import ClassBook
+from subnet.neuron.holder import ModelHolder
 from subnet.neuron.miner import Miner
 from subnet.verify.classes import ReplayClass, accepted, covered, of_machine
 from tests.neuron.test_checks import ALL, Inflater, play, records, roles, verdicts
@@ -126,3 +129,24 @@ def test_a_class_parses_whole_and_patterns_accept_it() -> None:
         raise AssertionError(f"{bad!r} parsed")
     assert accepted(cls, []) and accepted(cls, ["cpu-avx2-*/fp32/*"])
     assert not accepted(cls, ["cuda-*"])
+
+
+def test_a_class_the_subnet_does_not_accept_is_refused_and_such_a_miner_does_not_start(
+    world_with, monkeypatch
+) -> None:
+
+    from subnet.config import ConfigError
+
+    world = _world(world_with, monkeypatch, classes=["cpu-*/fp32/*"])
+    holder, m1, liar, validator = roles(world, GpuLiar)
+    play(holder, [m1, liar], validator, 0)
+    report = records(validator, "scores")[-1]
+    assert report["verdicts"][liar.rt.hotkey] == ["rejected", 0.0]
+    assert report["details"][liar.rt.hotkey] == "class_refused"
+    assert verdicts(validator)[m1.rt.hotkey][0] != "class_refused"
+    gpu_only = _world(world_with, monkeypatch, classes=["cuda-*"])
+    assert ModelHolder(gpu_only.runtimes["holder"]).try_setup()  # publishes the dataset
+    miner = Miner(gpu_only.runtimes["m1"])
+    miner.rt.beacon = lambda tick: f"beacon-{tick}"  # checks on: the class is said
+    with pytest.raises(ConfigError, match="which the subnet does not accept"):
+        miner.setup()
