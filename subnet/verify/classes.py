@@ -28,44 +28,16 @@ import fnmatch
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from ..wire.replay_class import MAX_CLASS_CHARS, PRECISIONS, ReplayClass
 
 if TYPE_CHECKING:
     import torch
 
-PRECISIONS = ("fp32", "bf16")
-MAX_CLASS_CHARS = 120
-_PART = r"[a-z0-9][a-z0-9.+_-]{0,79}"
-_CLASS = re.compile(rf"({_PART})/(fp32|bf16)/({_PART})")
+__all__ = ["MAX_CLASS_CHARS", "PRECISIONS", "ReplayClass"]
+
 _SLUG = re.compile(r"[^a-z0-9.+]+")
-
-
-@dataclass(frozen=True, order=True)
-class ReplayClass:
-    """One class: ``platform/precision/software`` (the module doc)."""
-
-    platform: str
-    precision: str
-    software: str
-
-    def __str__(self) -> str:
-        return f"{self.platform}/{self.precision}/{self.software}"
-
-    @classmethod
-    def parse(cls, text: object) -> ReplayClass:
-        """The class ``text`` names; ``ValueError`` unless it is one, whole."""
-        if not isinstance(text, str) or len(text) > MAX_CLASS_CHARS:
-            raise ValueError(f"a replay class is text of at most {MAX_CLASS_CHARS} characters")
-        match = _CLASS.fullmatch(text)
-        if match is None:
-            raise ValueError(f"{text[:60]!r} is not platform/fp32|bf16/software")
-        return cls(*match.groups())
-
-    @property
-    def bf16(self) -> bool:
-        """Whether forward passes run under bf16 autocast."""
-        return self.precision == "bf16"
 
 
 def slug(text: str) -> str:

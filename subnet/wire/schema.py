@@ -25,9 +25,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, mod
 from pydantic_core import PydanticCustomError
 
 from subnet.storage.keys import ObjectKind
-from subnet.verify.classes import MAX_CLASS_CHARS, ReplayClass
 from subnet.wire import fields as f
 from subnet.wire.reasons import Reason, Rejected
+from subnet.wire.replay_class import MAX_CLASS_CHARS, ReplayClass
 
 MAX_REPORT_CHARS = 256 * 1024  # 4,096 entries of ~60 characters fit with room to spare
 MAX_DIGESTS_CHARS = 512 * 1024  # 4,096 entries of ~120 characters (hotkey and sha256 hex)
