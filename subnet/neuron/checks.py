@@ -100,7 +100,9 @@ class Checker:
         self.named: dict[str, int] = {}
         # window -> (its accepted uploads, its model): the last two, for confirmations
         self.held: dict[int, tuple[dict[str, Received], dict[str, torch.Tensor]]] = {}
-        self.book = ClassBook()  # replay classes: this validator's, its senders', the others'
+        self.book = ClassBook(
+            quorum=QUORUM
+        )  # replay classes: this validator's, its senders', the others'
         self.replayer: Replayer | None = None
         self.window_seconds, self._last_idle = 60.0, None  # measured between idle periods
 
@@ -219,9 +221,9 @@ class Checker:
         for hotkey in self.banned.keys() & got.accepted.keys():
             del got.accepted[hotkey]
             got.rejected[hotkey] = "check_banned"
-        self._classes(window, got)
         if not self.active:
             return
+        self._classes(window, got)
         base = {k: v.clone() for k, v in self.replica.state.items()}
         for hotkey, upload in list(got.accepted.items()):
             try:
@@ -412,7 +414,7 @@ class Checker:
             return
         self.tasks.remove(task)
         if outcome is None:
-            return  # a link that holds
+            return  # a link that holds, or a late reveal of a class not covered here
         seconds = round(time.perf_counter() - started, 3)
         if task.claimant and outcome.ok:
             self.distrust[task.claimant] = task.window + DISTRUST
@@ -443,8 +445,9 @@ class Checker:
         (as last measured between idle periods), at least ``READ_MIN_S``."""
         return max(READ_MIN_S, READ_SHARE * self.window_seconds)
 
-    def _check(self, task: Task) -> Outcome:
-        """Read the answer (and a late reveal), replay, compare."""
+    def _check(self, task: Task) -> Outcome | None:
+        """Read the answer (and a late reveal), replay, compare; None: a late reveal of a class
+        this validator does not cover (no verdict)."""
         assert self.replayer is not None
         p = self.rt.cfg.protocol
         shapes = {k: tuple(v.shape) for k, v in task.base.items()}
@@ -461,6 +464,10 @@ class Checker:
                 self.read_seconds,
             )
         upload = task.upload
+        if not self.book.covered(self._class(upload)):  # a late reveal in another class
+            self.book.observe(task.hotkey, upload.meta.replay_class, task.window)
+            self._uncovered(task.window, task.hotkey, upload)
+            return None
         draw = beacon(self.rt, task.window)
         if draw is None:
             raise reads.Owed("the chain gives no beacon now")

@@ -25,40 +25,48 @@ from typing import Any
 
 from loguru import logger
 
-from ..verify.classes import ReplayClass, accepted
+from ..verify.classes import PINNED_PLATFORM, ReplayClass, accepted
 
 
 class ClassBook:
     """Replay classes as one validator sees them (the module doc)."""
 
-    def __init__(self, covers: Sequence[ReplayClass | str] = ()) -> None:
-        """``covers``: the classes this validator replays exactly, its fp32 class first."""
+    def __init__(self, covers: Sequence[ReplayClass | str] = (), quorum: int = 2) -> None:
+        """``covers``: the classes this validator replays exactly, its fp32 class first;
+        ``quorum``: the other validators that must cover a class this one does not before
+        its senders count as checkable (one validator's word is not enough)."""
         self.covers: tuple[str, ...] = tuple(str(c) for c in covers)
+        self.quorum = quorum
+        self.window = -1  # the last window screened
         self.senders: dict[str, tuple[str, int]] = {}  # hotkey -> (its class, since window)
         self.validators: dict[str, tuple[str, ...]] = {}  # validator -> what its notice covers
 
     def of(self, stated: str | None) -> str:
-        """An upload's class: what its metadata states, or (a sender that states none) this
-        validator's own fp32 class, so that omitting it escapes no check."""
-        return stated if stated else (self.covers[0] if self.covers else "")
+        """An upload's class: what its metadata states, or (a sender that states none) the
+        pinned CPU class in fp32 on this validator's torch build."""
+        if stated:
+            return stated
+        software = ReplayClass.parse(self.covers[0]).software if self.covers else "unknown"
+        return f"{PINNED_PLATFORM}/fp32/{software}"
 
     def observe(self, hotkey: str, stated: str | None, window: int) -> bool:
         """Note ``hotkey``'s class in ``window``; True when it changed from the one known (the
         caller forgets the sender's verification: it starts over in the new class)."""
         cls = self.of(stated)
         known = self.senders.get(hotkey)
-        if known is not None and known[0] == cls:
+        if known is None:  # first seen: no change known (others' earlier passes count)
+            self.senders[hotkey] = (cls, -1)
             return False
-        if known is not None and window < known[1]:
-            return False  # an older upload, read late: the newer class stands
+        if known[0] == cls or window < known[1]:
+            return False  # the same class, or an older upload read late: the newer stands
         self.senders[hotkey] = (cls, window)
-        return known is not None
+        return True
 
     def screen(self, window: int, got: Any, patterns: Sequence[str]) -> list[str]:
         """Refuse ``got``'s uploads of classes ``patterns`` do not accept (``scoring.classes``:
         moved from ``accepted`` to ``rejected`` as ``class_refused``); note the others'
         classes. The senders whose class changed (the caller forgets their verification)."""
-        changed = []
+        changed, self.window = [], max(self.window, window)
         for hotkey, upload in list(got.accepted.items()):
             cls = self.of(upload.meta.replay_class)
             if not accepted(cls, patterns):
@@ -90,12 +98,18 @@ class ClassBook:
         return cls in self.covers
 
     def checkable(self, hotkey: str) -> bool:
-        """Whether some validator, this one or one whose notice it read, covers the sender's
-        class (not seen yet: yes)."""
+        """Whether the sender can be checked: its class is covered here or by ``quorum``
+        validators whose notices this one read (one validator's ``covers`` alone could name a
+        class nobody replays), and it has been in it since before this window's draw (a
+        sender that changes class every window is drawn by its last class and never checked
+        in its new one)."""
         known = self.senders.get(hotkey)
-        if known is None or known[0] in self.covers:
+        if known is None:
             return True
-        return any(known[0] in covers for covers in self.validators.values())
+        if known[1] >= 0 and known[1] >= self.window:
+            return False
+        covering = sum(known[0] in covers for covers in self.validators.values())
+        return known[0] in self.covers or covering >= self.quorum
 
     def learn(self, validator: str, covers: Iterable[str]) -> None:
         """What ``validator``'s latest notice says it covers (an empty list: it did not say)."""
@@ -104,10 +118,12 @@ class ClassBook:
             self.validators[validator] = covers
 
     def peers(self, validators: Sequence[str], me: str) -> list[str]:
-        """The validators that cover what this one covers (one not heard from yet counted as
-        covering the same): they draw from the same senders."""
-        mine = set(self.covers)
-        return [v for v in validators if v == me or set(self.validators.get(v, mine)) == mine]
+        """The validators that cover this one's fp32 class, its first (one not heard from yet
+        counted as covering it): they draw from nearly the same senders, and share one shuffle
+        of them. (Two CPU validators whose bf16 kernels differ cover different bf16 classes
+        and still take different senders of their common fp32 class.)"""
+        first = self.covers[0] if self.covers else ""
+        return [v for v in validators if v == me or first in self.validators.get(v, (first,))]
 
     def state_dict(self) -> dict[str, Any]:
         """The senders' classes (the validators' coverage is read again from their notices)."""

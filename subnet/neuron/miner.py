@@ -362,6 +362,8 @@ class Miner(BaseNeuron):
             weight_decay=inner.weight_decay,
         )
         # Built from the schema validators parse it with: what is signed reads one way only.
+        if self.replay_class is None:  # set up before the runtime had its beacon
+            self.replay_class = self._class()
         meta = GradientMeta(
             receipt=sample_receipt(ids),
             samples=len(ids),

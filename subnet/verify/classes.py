@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = ["MAX_CLASS_CHARS", "PRECISIONS", "ReplayClass"]
 
 _SLUG = re.compile(r"[^a-z0-9.+]+")
+PINNED_PLATFORM = "cpu-avx2-mkl.avx2"  # every CPU neuron's, on the kernels subnet.kernels pins
 
 
 def slug(text: str) -> str:

@@ -102,17 +102,23 @@ def test_a_verified_sender_that_changes_class_starts_over(world_with, monkeypatc
 
 
 def test_the_class_book_draws_over_its_own_classes_and_peers() -> None:
-    book = ClassBook(["a/fp32/t", "a/bf16/t"])
-    assert book.of(None) == "a/fp32/t"  # a sender that states none is checked as this one's
-    assert not book.observe("m1", "a/fp32/t", 3) and book.since("m1") == 3
+    book = ClassBook(["a/fp32/t", "a/bf16/t"], quorum=2)
+    assert book.of(None) == "cpu-avx2-mkl.avx2/fp32/t"  # none stated: the pinned CPU class
+    assert not book.observe("m1", "a/fp32/t", 3) and book.since("m1") == -1  # first seen
     assert book.observe("m1", "b/fp32/t", 5) and book.since("m1") == 5
     assert not book.observe("m1", "a/fp32/t", 4)  # an older upload read late changes nothing
     assert not book.mine("m1") and book.mine("never-seen")
+    book.window = 6
     assert not book.checkable("m1")
     book.learn("v2", ["b/fp32/t"])
-    assert book.checkable("m1")  # v2 covers it: pay_unverified may pay it here
+    assert not book.checkable("m1")  # one validator's covers alone: not enough
+    book.learn("v4", ["b/fp32/t", "b/bf16/t"])
+    assert book.checkable("m1")  # two cover it: pay_unverified may pay it here
+    book.window = 5
+    assert not book.checkable("m1")  # not while its class is the window's new one
     book.learn("v3", [])  # a notice that says nothing changes nothing
-    assert book.peers(["v1", "v2", "v3"], "v1") == ["v1", "v3"]
+    book.learn("v5", ["a/fp32/t", "a/bf16/x"])  # the same fp32 class, other bf16 kernels
+    assert book.peers(["v1", "v2", "v3", "v4", "v5"], "v1") == ["v1", "v3", "v5"]
     again = ClassBook(book.covers)
     again.load_state_dict(book.state_dict())
     assert again.senders == book.senders
@@ -150,3 +156,24 @@ def test_a_class_the_subnet_does_not_accept_is_refused_and_such_a_miner_does_not
     miner.rt.beacon = lambda tick: f"beacon-{tick}"  # checks on: the class is said
     with pytest.raises(ConfigError, match="which the subnet does not accept"):
         miner.setup()
+
+
+class Flipper(Inflater):
+    """Lies, and flips between this machine's class and a GPU class every window: each draw
+    goes by its last class, so a check named for it finds the other one."""
+
+    def step(self, window: int):
+        own = str(of_machine("cpu", "fp32"))
+        self.replay_class = own if window % 2 else GPU
+        return super().step(window)
+
+
+def test_a_sender_that_flips_class_every_window_is_never_paid_unverified(
+    world_with, monkeypatch
+) -> None:
+    world = _world(world_with, monkeypatch, pay_unverified=True)
+    holder, m1, flipper, validator = roles(world, Flipper)
+    for window in range(4):
+        play(holder, [m1, flipper], validator, window)
+        assert verdicts(validator)[flipper.rt.hotkey][1] == 0.0, window
+    assert flipper.rt.hotkey not in validator.checker.verified  # nor ever checked, nor banned
