@@ -40,6 +40,7 @@ ALL_ATTACKS = ("copier", "noisy_copier", "stale_replayer", "lazy_trainer", "subt
                "inflater", "switcher", "free_rider", "late_uploader", "malformed_sender",
                "envelope_replayer", "state_poisoner", "bias_group_a", "bias_group_b",
                "bias_group_c", "late_liar", "narrow_liar", "turncoat", "vouched_liar",
+               "class_claimer", "class_flipper",
                *(f"late_answerer_{i}" for i in range(8)))  # fmt: skip
 # Late answerers: counted as one group (their shares summed), like the bias group.
 LATE = tuple(f"late_answerer_{i}" for i in range(8))

@@ -32,7 +32,13 @@ import torch  # noqa: E402
 from loguru import logger  # noqa: E402
 
 from benchmarks.attack_base import Attacker  # noqa: E402
-from benchmarks.dodgers import NarrowLiar, Turncoat, late_answerers  # noqa: E402
+from benchmarks.dodgers import (  # noqa: E402
+    ClassClaimer,
+    ClassFlipper,
+    NarrowLiar,
+    Turncoat,
+    late_answerers,
+)
 from benchmarks.poisoners import (  # noqa: E402
     BiasGroup,
     HeldoutPoisoner,
@@ -307,6 +313,10 @@ ATTACKS: dict[str, type[Attacker]] = {
     # the subtle poisoner from its first upload, which bench.py adversarial --voucher's third
     # validator says passed its checks: paid by nobody honest all the same
     "vouched_liar": SubtlePoisoner,
+    # replay classes (protocol v12): a liar claiming a class no validator covers, and one that
+    # flips between its own class and that one every window
+    "class_claimer": ClassClaimer,
+    "class_flipper": ClassFlipper,
     **late_answerers(8),
 }
 

@@ -126,3 +126,28 @@ def late_answerers(count: int = 8) -> dict[str, type[Attacker]]:
         f"late_answerer_{i}": type(f"LateAnswerer{i}", (LateAnswerer,), {"join": 2 * (i // 2)})
         for i in range(count)
     }
+
+
+# A GPU class no validator of the benchmark covers (they run on CPUs)
+GPU_CLAIM = "cuda-sm90-nvidia-h100-80gb-hbm3-cu12.8/bf16/torch2.13.0-cu128"
+
+
+class ClassClaimer(SubtlePoisoner):
+    """The subtle poisoner, saying it trained in a GPU class no validator covers: never
+    checked, so it hopes to be paid unchecked (``pay_unverified``) or at least never banned."""
+
+    def setup(self) -> None:  # noqa: D102
+        super().setup()
+        self.replay_class = GPU_CLAIM
+
+
+class ClassFlipper(SubtlePoisoner):
+    """The subtle poisoner, flipping between the pinned CPU class and a GPU class every window:
+    each draw goes by its last upload's class, so a check named for it meets the other one."""
+
+    def step(self, window: int) -> Upload:  # noqa: D102
+        if window % 2 == 0:
+            self.replay_class = GPU_CLAIM
+        else:
+            self.replay_class = None  # stated afresh: this machine's own class
+        return super().step(window)
