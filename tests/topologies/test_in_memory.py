@@ -8,7 +8,9 @@ and signed objects), plus no failed window for anyone.
 
 from __future__ import annotations
 
+import functools
 import json
+import random
 import threading
 from collections.abc import Callable
 
@@ -16,9 +18,12 @@ import pytest
 import torch
 from lockstep import Lockstep  # noqa: I001 (tests/topologies is on sys.path under pytest)
 
+import subnet.neuron.validator as validator_module
 from subnet.config import WindowConfig
+from subnet.data import random_sample_ids
 from subnet.neuron.actions.shares import file_share
 from subnet.neuron.registry import ROLE_CLASSES
+from subnet.scoring.assess import own_subset
 from subnet.topology import Template, builtin_specs, load_spec
 from subnet.topology.params import resolve, substitute
 
@@ -314,6 +319,21 @@ def _param(ref: str):
 
 def test_every_builtin_topology_has_a_property():
     assert {s.ref for s in builtin_specs()} == set(PROPERTIES)
+
+
+@pytest.fixture(autouse=True)
+def _seeded_draws(monkeypatch):
+    """A validator draws its evaluation samples with fresh entropy; here they are seeded, so a
+    property check sees one run: a lone miner's gain on a few random samples comes out <= 0 in
+    about 2 % of windows (2 of 92 runs of scored-subnet held both its windows so), which a
+    property of the topology should not depend on."""
+    seeded = functools.partial(random_sample_ids, seed=0)
+    monkeypatch.setattr(validator_module, "random_sample_ids", seeded)
+    monkeypatch.setattr(
+        validator_module,
+        "own_subset",
+        lambda ids, n, rng=None: own_subset(ids, n, random.Random(0)),
+    )
 
 
 @pytest.mark.parametrize("ref", [_param(r) for r in sorted(PROPERTIES)])
