@@ -88,11 +88,10 @@ def validator_total_job(
     payloads = verified(blobs, compressor, shapes)
     t1 = time.perf_counter()
     names = [str(i) for i in range(len(payloads))]
-    norms = {n: compressor.norm(pl, shapes) for n, pl in zip(names, payloads, strict=True)}
     log = FingerprintLog(p.scoring.history_windows)
-    prints = {
-        n: log.of(compressor.support(pl, shapes)) for n, pl in zip(names, payloads, strict=True)
-    }
+    measured = {n: compressor.measure(pl, shapes) for n, pl in zip(names, payloads, strict=True)}
+    norms = {n: norm for n, (_, norm) in measured.items()}
+    prints = {n: log.of(support) for n, (support, _) in measured.items()}
     find_matches(7, prints, log.recent(7), p.scoring)
     deltas = _Lazy(compressor, dict(zip(names, payloads, strict=True)), shapes)
     sample = evaluated("beacon", "run", "grads", 7, names, (), ["v"], "v", p.scoring.evaluations)

@@ -155,6 +155,11 @@ class Compressor(ABC):
             raise PayloadError(reason, self.info.name)
         return None
 
+    def measure(self, payload: Payload, shapes: Shapes) -> tuple[np.ndarray | None, float]:
+        """``(support, norm)`` of one payload (what a validator screens every upload by). The
+        default asks each in turn; a codec that parses a payload once for both overrides it."""
+        return self.support(payload, shapes), self.norm(payload, shapes)
+
     def norm(self, payload: Payload, shapes: Shapes) -> float:
         """Global L2 norm of the decoded update. The default decodes; sparse codecs compute it
         from the payload alone, so norm clipping needs no second dense decode."""

@@ -15,6 +15,7 @@ at most ``L``), so every value faces about the same density.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -74,13 +75,24 @@ class ChunkLayout:
 
     def flat_positions(self, indices: torch.Tensor, k_full: int) -> torch.Tensor:
         """Row-major flat positions in the tensor of kept chunk-local ``indices`` (chunk order:
-        ``k_full`` per full chunk, then the tail's), so sparse values can be added in place."""
-        n = indices.numel()
-        chunk = torch.clamp(torch.arange(n, device=indices.device) // max(k_full, 1), max=self.full)
-        if not self.blocked:
-            return chunk * self.size + indices
-        cols, s = self.shape[1], self.side
-        grid_cols = cols // s
-        row = (chunk // grid_cols) * s + indices // s
-        col = (chunk % grid_cols) * s + indices % s
-        return row * cols + col
+        ``k_full`` per full chunk, then the tail's), so sparse values can be added in place.
+
+        Each position is its chunk's first position plus the index's offset inside a chunk:
+        two tables a tensor's layout fixes, kept (``_tables``), so a reader adding hundreds of
+        uploads a window pays one gather and one add per value."""
+        starts, offsets = _tables(self, k_full, indices.numel())
+        return starts.to(indices.device) + offsets.to(indices.device)[indices]
+
+
+@functools.lru_cache(maxsize=512)
+def _tables(layout: ChunkLayout, k_full: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """For ``n`` kept values of ``layout`` (``k_full`` per full chunk): each value's chunk start
+    in the flat tensor, and every chunk-local index's offset from its chunk's start."""
+    chunk = torch.clamp(torch.arange(n) // max(k_full, 1), max=layout.full)
+    local = torch.arange(layout.size)
+    if not layout.blocked:
+        return chunk * layout.size, local
+    cols, s = layout.shape[1], layout.side
+    grid_cols = cols // s
+    starts = (chunk // grid_cols) * s * cols + (chunk % grid_cols) * s
+    return starts, (local // s) * cols + local % s

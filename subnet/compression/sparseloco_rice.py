@@ -121,6 +121,20 @@ class WholePayloadCompressor(Compressor):
         """L2 norm of the decoded update, from the codebooks and codes alone (no dense decode)."""
         return codebook_norm(self.parse(payload, shapes))
 
+    def support_of(self, parsed: Mapping[str, Coded], shapes: Shapes) -> np.ndarray:
+        """Sorted global coordinates of a parsed payload's kept values (:meth:`support`)."""
+        raise NotImplementedError
+
+    def support(self, payload: Payload, shapes: Shapes) -> np.ndarray:
+        """Sorted global coordinates of the kept values (see :meth:`Compressor.support`)."""
+        return self.support_of(self.parse(payload, shapes), shapes)
+
+    def measure(self, payload: Payload, shapes: Shapes) -> tuple[np.ndarray, float]:
+        """``(support, norm)`` from one parse of the payload (the validator's screen of every
+        upload: half the parsing of asking for each)."""
+        parsed = self.parse(payload, shapes)
+        return self.support_of(parsed, shapes), codebook_norm(parsed)
+
 
 class SparseLoCoRiceCompressor(WholePayloadCompressor):
     """SparseLoCo's top-k and 2-bit values, with Rice-coded per-chunk index gaps."""
@@ -190,9 +204,8 @@ class SparseLoCoRiceCompressor(WholePayloadCompressor):
             for name in shapes
         }
 
-    def support(self, payload: Payload, shapes: Shapes) -> np.ndarray:
+    def support_of(self, parsed: Mapping[str, Sparse], shapes: Shapes) -> np.ndarray:
         """Sorted global coordinates of the kept values (see :meth:`Compressor.support`)."""
-        parsed = self.parse(payload, shapes)
         return _coordinates({n: parsed[n].indices for n in parsed}, shapes, self.sparse)
 
     def add_into(

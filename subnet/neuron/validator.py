@@ -403,8 +403,8 @@ class Validator(BaseNeuron):
     def _measure(self, upload: Received, shapes: dict[str, tuple[int, ...]]) -> tuple[Any, float]:
         """An upload's copy fingerprint (of its support, bounded whatever the upload's size;
         None for a dense codec) and its norm."""
-        support = self.fingerprints.of(self.compressor.support(upload.payload, shapes))
-        norm = self.compressor.norm(upload.payload, shapes)
+        support, norm = self.compressor.measure(upload.payload, shapes)
+        support = self.fingerprints.of(support)
         if not math.isfinite(norm):
             raise ArithmeticError(f"an update of norm {norm}")
         return support, norm

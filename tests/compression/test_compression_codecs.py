@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from subnet.compression import COMPRESSORS, CompressionConfig, build_compressor
 from subnet.compression.chunking import ChunkLayout
 from subnet.compression.dense import DenseCompressor
 from subnet.compression.int8 import Int8Compressor
@@ -127,3 +128,17 @@ def test_sparseloco_validate_rejects_bad_indices() -> None:
     assert comp.validate(_repack(payload, tail_out_of_range), shapes) == "index_out_of_range"
     assert comp.validate(_repack(payload, unsorted), shapes) == "unsorted_index"
     assert comp.validate(_repack(payload, duplicate), shapes) == "unsorted_index"
+
+
+@pytest.mark.parametrize("name", sorted(COMPRESSORS))
+def test_measure_is_the_support_and_the_norm(name: str) -> None:
+    """A validator screens every upload by ``measure``: for every codec it says what ``support``
+    and ``norm`` say (one parse where the codec has one); a blocked and a flat tensor."""
+    shapes = {"w": (128, 64), "b": (300,)}
+    comp = build_compressor(CompressionConfig(name=name, topk=8, chunk=16))
+    payload = comp.encode({n: _heavy_tailed(*s) for n, s in shapes.items()})
+    support, norm = comp.measure(payload, shapes)
+    want = comp.support(payload, shapes)
+    assert (support is None) == (want is None)
+    assert want is None or (support == want).all()
+    assert norm == comp.norm(payload, shapes)
