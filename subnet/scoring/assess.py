@@ -68,6 +68,10 @@ def own_subset(ids: Sequence[int], n: int, rng: random.Random | None = None) -> 
 
 
 COMMON_FROM = 4  # uploads from which one shared reference replaces the leave-one-out ones
+# Uploads the shared reference averages, at most: past it a fresh draw of that many each window.
+# Reading an upload into the reference costs about as much as screening it; at 256 uploads
+# the whole window's reference was 0.4 miner-windows of hypertrain-20m, a draw of 64 a quarter.
+COMMON_MOST = 64
 
 
 class AsMerged(Mapping):
@@ -162,6 +166,7 @@ def references(
     deltas: Mapping[str, Delta],
     twins: Mapping[str, str] | None = None,
     norms: Mapping[str, float] | None = None,
+    rng: random.Random | None = None,
 ) -> Callable[[str], tuple[str, Delta | None]]:
     """``hotkey -> (cache key, reference update)`` for the window's uploads.
 
@@ -169,6 +174,13 @@ def references(
     everyone: its losses are measured once per sample set, and including the upload itself
     shrinks every upload's excess by the same factor of about ``1 - 1/n``, which changes no
     share. Below that, the leave-one-out mean (a lone or paired upload would cancel itself).
+
+    Past ``COMMON_MOST`` groups the reference is the clipped mean of ``COMMON_MOST`` of them,
+    drawn afresh each window from ``rng`` (a validator leaves it None: system entropy, so no
+    sender knows whether it is in): an unbiased estimate of the whole window's mean whose cost
+    does not grow with the window. Clipping still uses every upload's norm. Every measured
+    upload is compared with the same reference, so the draw moves no share within a window;
+    a sender that floods hotkeys is drawn in proportion, as it is counted in the full mean.
 
     ``twins`` (``copies.twins``) name the groups of near-identical uploads of the window: each
     group enters the reference once, through its representative.
@@ -182,10 +194,13 @@ def references(
     if len(names) < COMMON_FROM:
         loo = leave_one_out(deltas, twins)
         return lambda hk: (f"loo/{group(hk)}", loo(hk))
-    scales = clip_scales([norms[n] if norms else global_norm(deltas[n]) for n in names])
+    sizes = [norms[n] if norms else global_norm(deltas[n]) for n in names]
+    scales = dict(zip(names, clip_scales(sizes), strict=True))
+    if len(names) > COMMON_MOST:
+        names = sorted((rng or random.SystemRandom()).sample(names, COMMON_MOST))
     common: dict[str, Tensor] = {}
-    for name, scale in zip(names, scales, strict=True):
-        add_into(deltas, name, common, scale / len(names))
+    for name in names:
+        add_into(deltas, name, common, scales[name] / len(names))
     return lambda _hk: ("common", common)
 
 
@@ -255,6 +270,7 @@ def assess_window(
     twins: Mapping[str, str] | None = None,
     standing: Set[str] = frozenset(),
     measured: Set[str] | None = None,
+    rng: random.Random | None = None,
 ) -> tuple[list[Evaluation], dict[Match, tuple[float, float]]]:
     """Evaluations of every upload, and ``(own, other, se)`` specificity for every match (``se``:
     the standard error of their difference).
@@ -274,11 +290,12 @@ def assess_window(
 
     ``measured``: the uploads evaluated (a validator's sample, ``subnet.scoring.sample``), all
     of them when None; the median norm and the reference are still every upload's in
-    ``deltas``, so a sample is measured as the whole window would measure it.
+    ``deltas``, so a sample is measured as the whole window would measure it (past
+    ``COMMON_MOST`` uploads the reference is a draw of them, from ``rng``: ``references``).
     """
     deltas = AsMerged(deltas, norms, twins, standing)
     base_rand = probe.losses(None, random_ids)
-    reference_of = references(deltas, twins, deltas.norms)
+    reference_of = references(deltas, twins, deltas.norms, rng)
     rand_gains: dict[str, tuple[list[float], list[float]]] = {}
     specs: dict[str, Specificity] = {}
     evaluations = []

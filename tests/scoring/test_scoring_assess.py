@@ -7,7 +7,9 @@ steps are not), and an update is specific to the rows it was trained on and to n
 
 from __future__ import annotations
 
+import math
 import random
+import statistics
 
 import pytest
 import torch
@@ -22,6 +24,7 @@ from subnet.scoring import (
     twins,
 )
 from subnet.scoring.assess import (
+    COMMON_MOST,
     AsMerged,
     WindowProbe,
     assess_window,
@@ -75,6 +78,32 @@ def test_from_four_uploads_one_shared_clipped_mean_is_everyones_reference() -> N
                 * min(1.0, median / 5**0.5) + torch.tensor([median, 0.0])) / 4  # fmt: skip
     assert torch.allclose(common["w"], expected)
     assert references({"a": deltas["a"], "b": deltas["b"]})("a")[0] == "loo/a"
+
+
+def test_past_common_most_uploads_the_reference_is_a_fresh_draw_clipped_by_every_norm() -> None:
+    """Known answer: with COMMON_MOST + 36 uploads the reference is the mean of the COMMON_MOST
+    that ``rng`` draws, each clipped to the median of every upload's norm; another seed draws
+    others (so a sender cannot know it is in)."""
+    n = COMMON_MOST + 36
+    deltas = {f"h{i:03d}": {"w": torch.tensor([float(i), 1.0])} for i in range(n)}
+    names = sorted(deltas)
+    norms = [math.hypot(i, 1.0) for i in range(n)]
+    median = statistics.median(norms)
+    drawn = sorted(random.Random(5).sample(names, COMMON_MOST))
+    want = (
+        sum(deltas[hk]["w"] * min(1.0, median / norms[names.index(hk)]) for hk in drawn)
+        / COMMON_MOST
+    )
+    key, common = references(deltas, rng=random.Random(5))("h000")
+    assert key == "common"
+    assert torch.allclose(common["w"], want)
+    assert not torch.allclose(references(deltas, rng=random.Random(6))("h000")[1]["w"], want)
+    # At COMMON_MOST uploads or fewer, every one of them, whatever the rng
+    few = {hk: deltas[hk] for hk in names[:COMMON_MOST]}
+    assert torch.equal(
+        references(few, rng=random.Random(5))("h000")[1]["w"],
+        references(few, rng=random.Random(6))("h000")[1]["w"],
+    )
 
 
 def test_a_group_of_twins_enters_the_reference_once() -> None:
