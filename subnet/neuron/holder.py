@@ -55,7 +55,7 @@ from .rules import AGGREGATION_RULES, DATA_RULES, MERGE_WEIGHTS, OUTER_RULES, ST
 from .runtime import Runtime
 from .state import prefixed, unprefixed
 from .steps import Action, FanOutParams, GrantParams, MergeParams, Step, StepParams
-from .uploads import WindowUploads, collect_uploads, log_uploads, screen
+from .uploads import WindowUploads, collect_uploads, log_uploads
 
 
 def publish_dataset(rt: Runtime) -> None:
@@ -268,8 +268,9 @@ class ModelHolder(BaseNeuron):
 
     def _collect(self, window: int, senders: list[str] | None, shapes: dict) -> WindowUploads:
         """The window's uploads from ``senders`` (default: the lane's writers), read and
-        screened: each norm (what clipping reads) now, one sender at a time, so one whose
-        reading fails is refused (``unreadable``) and the others are merged."""
+        screened: each norm (what clipping reads) as its payload is validated, one sender at a
+        time, so one whose reading fails is refused (``unreadable``) and the others are
+        merged."""
         if senders is None:
             senders = tree_senders(self.rt, self.grads) or self.rt.writers(self.grads)
         miners = [hk for hk in senders if hk != self.rt.hotkey]
@@ -283,8 +284,8 @@ class ModelHolder(BaseNeuron):
             shapes=shapes,
             assigned=assigned,
             lane=self.grads,
+            measure=lambda payload: self.compressor.norm(payload, shapes),
         )
-        screen(got, window, lambda u: self.compressor.norm(u.payload, shapes))
         return got
 
     def _bind(self, window: int, signed: dict, got: WindowUploads) -> dict:

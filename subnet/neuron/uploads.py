@@ -17,7 +17,7 @@ from typing import TypeVar
 import torch
 from loguru import logger
 
-from ..compression import Compressor, Payload
+from ..compression import Compressor, Payload, PayloadError
 from ..data import sample_receipt
 from ..storage.base import ObjectNotFound, ObjectStore, StorageError
 from ..storage.keys import ObjectKind
@@ -47,6 +47,8 @@ class Received:
     steps: int = 0  # inner steps the samples amount to
     sha256: str = ""  # the signed payload digest: what a score report says it scored
     seal: bytes = field(default=b"", repr=False)  # the sender's signed header (``verify_seal``)
+    # What the reader's ``measure`` said of the payload as it validated it (``collect_uploads``)
+    measured: object = field(default=None, repr=False)
 
     def decode(self) -> dict[str, torch.Tensor]:
         """The decoded update, decoded afresh on every call: use it and let it go."""
@@ -87,12 +89,18 @@ def collect_uploads(
     assigned: Callable[[str], list[int]],
     lane: str | None = None,
     commits: Mapping[str, str] | None = None,
+    measure: Callable[[Payload], object] | None = None,
 ) -> WindowUploads:
     """Fetch, verify and decode each sender's gradient for ``window`` on ``lane``.
 
     ``assigned(hotkey)`` gives the sample ids the sender had to train on; its receipt must match.
     ``commits`` (a commit-reveal lane: ``hotkey -> commit digest`` the reader trusts) refuses a
-    payload that does not give its sender's commit (``bad_reveal``).
+    payload that does not give its sender's commit (``bad_reveal``). ``measure(payload)``, where
+    given, validates the payload in place of the codec's ``validate`` (it raises PayloadError
+    on an invalid one, with the same reason) and reads what the reader screens every upload by
+    in the same parse (``Compressor.measure``: a sparse payload is parsed once, not twice);
+    its result is the upload's ``measured``, and an upload it fails on otherwise is refused
+    as ``unreadable``.
     """
     out, inbox = WindowUploads(), rt.inbox(lane)
     for hotkey in senders:
@@ -108,7 +116,9 @@ def collect_uploads(
             ):
                 # not the payload it committed to before the deadline
                 raise _Refused(Reason.BAD_REVEAL)
-            out.accepted[hotkey] = _accept(rt, envelope, hotkey, compressor, shapes, assigned)
+            out.accepted[hotkey] = _accept(
+                rt, envelope, hotkey, compressor, shapes, assigned, measure
+            )
         except ObjectNotFound:
             out.missing.add(hotkey)
         except StorageError as error:
@@ -146,15 +156,23 @@ def _accept(
     compressor: Compressor,
     shapes: Mapping[str, tuple[int, ...]],
     assigned: Callable[[str], list[int]],
+    measure: Callable[[Payload], object] | None = None,
 ) -> Received:
     meta = envelope.message(GradientMeta)  # parsed where it was accepted; the plan checked
     ids = assigned(hotkey)
     inner = inner_config(rt)  # the plan may set H
     per_step = inner.micro_batch * inner.accumulation
     samples = trained_prefix(meta, ids, per_step, inner.least_steps())
-    reason = compressor.validate(envelope.tensors, shapes)
-    if reason is not None:
-        raise _Refused(Reason(reason))
+    measured = None
+    if measure is None:
+        reason = compressor.validate(envelope.tensors, shapes)
+        if reason is not None:
+            raise _Refused(Reason(reason))
+    else:
+        try:
+            measured = measure(envelope.tensors)
+        except PayloadError as error:
+            raise _Refused(Reason(error.reason)) from error
     steps = samples // per_step if samples < len(ids) else inner.steps
     return Received(
         hotkey,
@@ -169,6 +187,7 @@ def _accept(
         steps,
         envelope.header.payload_sha256,
         envelope.seal,
+        measured,
     )
 
 

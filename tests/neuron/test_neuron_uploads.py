@@ -61,10 +61,11 @@ def world():
     return rt, shapes, compressor, params
 
 
-def upload(rt, name, compressor, params, plan=None, **meta_overrides):
+def upload(rt, name, compressor, params, plan=None, payload=None, **meta_overrides):
     signer = Keypair.create_from_uri(f"//{name}")
     store = MemoryStore(name)
-    payload = compressor.encode({k: v * 0.01 for k, v in params.items()})
+    if payload is None:
+        payload = compressor.encode({k: v * 0.01 for k, v in params.items()})
     metadata = {"receipt": sample_receipt(assigned(signer.ss58_address)), "tokens": "1024",
                 **meta_overrides}  # fmt: skip
     publish_envelope(store, signer=signer, run=rt.cfg.protocol.run, kind=ObjectKind.GRADIENT,
@@ -122,3 +123,51 @@ def test_an_upload_on_another_lane_is_not_read_as_this_lanes(world):
     }
     got = collect_uploads(rt, WINDOW, [signer.ss58_address], lane="grads-b", **kw)
     assert set(got.accepted) == {signer.ss58_address}
+
+
+def test_a_readers_measure_validates_and_measures_in_one_parse(world):
+    """With ``measure`` the payload is validated by it: an honest upload carries what it said
+    (here the codec's support and norm), an invalid payload is refused with the reason the
+    codec's ``validate`` gives, and a measure that breaks refuses its sender as unreadable."""
+    rt, shapes, compressor, params = world
+    good = compressor.encode({k: v * 0.01 for k, v in params.items()})
+    bad = dict(good)
+    bad["rice::k"] = bad["rice::k"].clone()
+    bad["rice::k"][0] = 13  # above rice.MAX_K
+    honest = upload(rt, "honest", compressor, params, payload=good)
+    forged = upload(rt, "forged", compressor, params, payload=bad)
+    reason = compressor.validate(bad, shapes)
+    assert reason == "invalid_value"
+
+    def measure(payload):
+        return compressor.measure(payload, shapes)
+
+    got = collect_uploads(
+        rt,
+        WINDOW,
+        [honest, forged],
+        base_version=VERSION,
+        compressor=compressor,
+        shapes=shapes,
+        assigned=assigned,
+        measure=measure,
+    )
+    assert set(got.accepted) == {honest} and got.rejected == {forged: reason}
+    support, norm = got.accepted[honest].measured
+    want_support, want_norm = compressor.measure(good, shapes)
+    assert (support == want_support).all() and norm == want_norm
+
+    def broken(payload):
+        raise ArithmeticError("an update of norm nan")
+
+    got = collect_uploads(
+        rt,
+        WINDOW,
+        [honest],
+        base_version=VERSION,
+        compressor=compressor,
+        shapes=shapes,
+        assigned=assigned,
+        measure=broken,
+    )
+    assert not got.accepted and got.rejected == {honest: "unreadable"}
