@@ -109,14 +109,20 @@ def _uploads(args: argparse.Namespace, cfg: CompressionConfig, count: int) -> li
     return paths
 
 
-def _verified(blobs: list[bytes], compressor, shapes) -> list[dict[str, torch.Tensor]]:
-    """Verify each envelope and its payload as ``collect_uploads`` does; return the payloads."""
+def _verified(
+    blobs: list[bytes], compressor, shapes, measured: list | None = None
+) -> list[dict[str, torch.Tensor]]:
+    """Verify each envelope and its payload as ``collect_uploads`` does; return the payloads.
+    With ``measured`` (a list to fill) each payload is validated by ``Compressor.measure``, as
+    the validator's collect does, and its ``(support, norm)`` appended."""
     out = []
     for i, blob in enumerate(blobs):
         expected = Expected(RUN, WINDOW, ObjectKind.GRADIENT, _keypair(i).ss58_address,
                             base_version=BASE)  # fmt: skip
         envelope = verify_envelope(blob, expected, None, max_bytes=MAX_BYTES)
-        if compressor.validate(envelope.tensors, shapes) is not None:
+        if measured is not None:
+            measured.append(compressor.measure(envelope.tensors, shapes))
+        elif compressor.validate(envelope.tensors, shapes) is not None:
             raise ValueError("synthetic upload failed validation")
         out.append(envelope.tensors)
     return out

@@ -3,11 +3,13 @@ scale``'s ``validator-total`` role), and how soon an honest newcomer is paid its
 
 One window of ``--preset`` in a fresh process, as ``Validator`` spends it, each part timed:
 
-* **collect**: every upload's envelope verified and its payload checked;
-* **screens**: every upload's norm and copy fingerprint, and the sum of all of them (clipped)
-  that is the window's reference update;
-* **scoring**: the ``scoring.evaluations`` uploads the validator's sample holds (the protocol's
-  ``eval_samples`` own and random samples, through ``subnet.scoring.assess.assess_window``);
+* **collect**: every upload's envelope verified and its payload checked, its support and norm
+  read in the same parse (``Compressor.measure``, as the validator's collect does);
+* **screens**: every upload's copy fingerprint and the matches against the recent windows;
+* **scoring**: the window's shared reference (the clipped mean of at most ``COMMON_MOST``
+  uploads) and the ``scoring.evaluations`` uploads the validator's sample holds (the
+  protocol's ``eval_samples`` own and random samples, through
+  ``subnet.scoring.assess.assess_window``);
 * **checks**: ``scoring.checks`` replays of a miner's window (``inner.steps`` steps, as a check
   trains them again; the answer's proofs and the comparison are a fraction of a second).
 
@@ -85,11 +87,12 @@ def validator_total_job(
     memory = PeakMemory()
     memory.start()
     t0 = time.perf_counter()
-    payloads = verified(blobs, compressor, shapes)
+    supports_and_norms: list = []
+    payloads = verified(blobs, compressor, shapes, supports_and_norms)
     t1 = time.perf_counter()
     names = [str(i) for i in range(len(payloads))]
     log = FingerprintLog(p.scoring.history_windows)
-    measured = {n: compressor.measure(pl, shapes) for n, pl in zip(names, payloads, strict=True)}
+    measured = dict(zip(names, supports_and_norms, strict=True))
     norms = {n: norm for n, (_, norm) in measured.items()}
     prints = {n: log.of(support) for n, (support, _) in measured.items()}
     find_matches(7, prints, log.recent(7), p.scoring)
