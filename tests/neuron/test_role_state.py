@@ -83,9 +83,10 @@ def subnet_window(world, monkeypatch) -> list[BaseNeuron]:
         run_at(miner, 6)
     assert run_at(validator, 6) == 1
     assert run_at(holder, 8) == 1
-    assert validator.records and validator.first_seen == {}  # pruned once scored
-    validator.first_seen[(1, "late")] = (11, 1.5)  # a window in progress: upload order kept
-    validator.unreachable.add((1, "gone"))
+    assert validator.book.records and validator.arrivals.first_seen == {}  # pruned once scored
+    late = validator.arrivals.first_seen
+    late[(1, "late")] = (11, 1.5)  # a window in progress: upload order kept
+    validator.arrivals.unreachable.add((1, "gone"))
     validator.save()
     return [holder, validator, miners[0]]
 
