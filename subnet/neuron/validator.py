@@ -22,7 +22,7 @@ The role is a composition; each part owns its state and says what of it is saved
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -149,7 +149,7 @@ class Validator(BaseNeuron):
         """Hotkeys that send on the scored lane (the roster's writers of it)."""
         return self.rt.writers(self.grads)
 
-    def assigned(self, window: int):
+    def assigned(self, window: int) -> Callable[[str], list[int]]:
         """``hotkey -> sample ids`` by the plan's data rule (what receipts are checked against)."""
         return DATA_RULES[lane_data_rule(self.rt.plan, self.grads)](self.rt, self.data, window)
 
