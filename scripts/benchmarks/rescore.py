@@ -131,7 +131,7 @@ def replay(events: Iterable[Mapping], cfg: ScoringConfig) -> tuple[dict[str, flo
     last = {e["window"]: i for i, e in enumerate(events) if e.get("event") == "scores"}
     records: dict[str, list[float]] = {}
     moving: dict[str, float] = {}
-    counts: dict[str, int] = {}  # windows evaluated and paid (``Validator.evaluated``)
+    counts: dict[str, int] = {}  # windows evaluated and paid (``ScoreBook.evaluated``)
     checked = {"scores": [0, 0], "moving": [0, 0]}
     for i, e in enumerate(events):
         if e.get("event") == "equivocation" or (e.get("event") == "check" and e["ok"] is False):
@@ -151,7 +151,7 @@ def replay(events: Iterable[Mapping], cfg: ScoringConfig) -> tuple[dict[str, flo
         scored = score_window(evaluations, by["missing"], by["late"], by["stale"], by["rejected"],
                               by["copied"], cfg, records, e.get("alone"))  # fmt: skip
         scores = {hk: v.score for hk, v in scored.items()}
-        # probation, after scoring, as the validator applied it (``Validator._unpaid``)
+        # probation, after scoring, as the validator applied it (``PayRules.unpaid``)
         scores |= {hk: 0.0 for hk, (why, _) in verdicts.items() if why == "unverified"}
         kept = set(e.get("kept", ()))  # not evaluated: their moving scores stay
         paid = {hk for hk, (why, _) in verdicts.items() if why == "scored"}

@@ -60,7 +60,7 @@ def _write_run(root: Path, windows: list[Window], groups: dict | None = None) ->
     cfg = ScoringConfig()
     records: dict[str, list[float]] = {}
     moving: dict[str, float] = {}
-    counts: dict[str, int] = {}  # windows evaluated and paid (``Validator.evaluated``)
+    counts: dict[str, int] = {}  # windows evaluated and paid (``ScoreBook.evaluated``)
     lines: list[dict] = []
     for w, win in enumerate(windows):
         for hk in win.banned:

@@ -187,7 +187,7 @@ def test_bytes_switched_after_the_scoring_are_not_merged(roles) -> None:
     holder.publish_pending(None)
     assert holder.publisher.latest.version == version + 1
     assert not holder.publisher.latest.equivocations
-    assert validator.moving[m1.rt.hotkey] > 0
+    assert validator.book.moving[m1.rt.hotkey] > 0
     assert run_at(m1, 10) == 0 and run_at(m2, 10) == 0
     assert run_at(validator, 14) == 0
     assert run_at(m1, 16) == 1 and run_at(m2, 16) == 1
@@ -197,7 +197,7 @@ def test_bytes_switched_after_the_scoring_are_not_merged(roles) -> None:
     lines = validator.rt.metrics.path.read_text().splitlines()
     report = [r for r in map(json.loads, lines) if r["event"] == "scores"][-1]
     assert report["details"][m1.rt.hotkey] == "equivocated"
-    assert validator.moving[m1.rt.hotkey] == 0.0  # its moving score went with the ban
+    assert validator.book.moving[m1.rt.hotkey] == 0.0  # its moving score went with the ban
     events = [json.loads(x) for x in validator.rt.metrics.path.read_text().splitlines()]
     assert [(e["hotkey"], e["window"]) for e in events if e["event"] == "equivocation"] == [
         (m1.rt.hotkey, 0)

@@ -76,15 +76,15 @@ def test_one_window_flows_through_every_role(world, monkeypatch):
     assert all(m["assigned"] is not None and m["se"] is not None for m in measured.values())
     # Each measured sender's track record has this window's gain ratio; it is saved and restored.
     assert set(scored["record"]) == set(measured)
-    assert {hk: len(v) for hk, v in validator.records.items()} == dict.fromkeys(measured, 1)
+    assert {hk: len(v) for hk, v in validator.book.records.items()} == dict.fromkeys(measured, 1)
     meta, tensors = validator.state()
     twin = Validator(world.runtimes["v1"])
     assert twin.try_setup()
     twin.restore(meta, tensors)
-    assert twin.records == validator.records and twin.moving == validator.moving
+    assert twin.book.records == validator.book.records and twin.book.moving == validator.book.moving
     report = object_key(run_key, ObjectKind.SCORES, 0, world.hotkey("v1"), lane="scores")
     assert world.stores["v1"].head(report)
-    assert world.runtimes["v1"].weights.offers[-1] == validator.moving
+    assert world.runtimes["v1"].weights.offers[-1] == validator.book.moving
 
     assert run_at(holder, 8) == 1
     version = records(holder.rt, "version")[-1]
