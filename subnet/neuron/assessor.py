@@ -1,8 +1,8 @@
 """The validator's measurement of a window's uploads: copy fingerprints, the sample it evaluates,
 and the per-sample evaluation of each upload in it (``subnet.scoring``).
 
-Every upload is screened first (``measure_window``): its copy fingerprint, from its support,
-and its norm, read once from the payload. Fingerprints of this window and recent ones that
+Every upload is screened as the intake validates it (``measure``): its copy fingerprint, from
+its support, and its norm, read in the same parse of the payload. Fingerprints of this window and recent ones that
 overlap are matches (``scoring.copies``); another miner's earlier upload is a replay outright,
 while a match within this window, or with a miner's own earlier upload, needs the evidence of
 both sides measured. The uploads evaluated are this validator's sample of those it may pay
@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..compression import Compressor
+from ..compression import Compressor, Payload
 from ..data import TokenDataset
 from ..scoring import (
     Evaluation,
@@ -36,7 +36,7 @@ from .answers import beacon, notice_lane
 from .replica import Replica
 from .runtime import Runtime
 from .score_book import PayRules, ScoreBook
-from .uploads import Decoded, Received, WindowUploads, screen
+from .uploads import Decoded, Received, WindowUploads
 
 Measured = tuple[Any, float]  # an upload's copy fingerprint (None: a dense codec) and its norm
 
@@ -78,16 +78,17 @@ class Assessor:
         self.replica = replica
         self.compressor = compressor
 
-    def measure_window(self, got: WindowUploads, window: int) -> dict[str, Measured]:
-        """Each accepted upload's fingerprint and norm; one whose reading fails is refused
-        (``uploads.screen``) and the window goes on."""
-        shapes = {k: tuple(v.shape) for k, v in self.replica.state.items()}
-        return screen(got, window, lambda u: self.measure(u, shapes))
+    def measured(self, got: WindowUploads) -> dict[str, Measured]:
+        """Each accepted upload's fingerprint and norm, read as it was validated (``measure``,
+        handed to the intake: one parse of each payload)."""
+        return {hk: upload.measured for hk, upload in got.accepted.items()}
 
-    def measure(self, upload: Received, shapes: dict[str, tuple[int, ...]]) -> Measured:
-        """An upload's copy fingerprint (of its support, bounded whatever the upload's size;
-        None for a dense codec) and its norm."""
-        support, norm = self.compressor.measure(upload.payload, shapes)
+    def measure(self, payload: Payload) -> Measured:
+        """A payload's copy fingerprint (of its support, bounded whatever the upload's size;
+        None for a dense codec) and its norm, in the parse that validates it: raises
+        PayloadError for an invalid payload, ArithmeticError for a non-finite norm."""
+        shapes = {k: tuple(v.shape) for k, v in self.replica.state.items()}
+        support, norm = self.compressor.measure(payload, shapes)
         support = self.fingerprints.of(support)
         if not math.isfinite(norm):
             raise ArithmeticError(f"an update of norm {norm}")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from loguru import logger
 
-from ..compression import Compressor
+from ..compression import Compressor, Payload
 from ..storage.keys import ObjectKind
 from .commits import CommitSnapshot
 from .replica import Replica
@@ -57,10 +57,15 @@ class Intake:
         self.compressor = compressor
 
     def collect(
-        self, window: int, miners: list[str], assigned: Callable[[str], list[int]]
+        self,
+        window: int,
+        miners: list[str],
+        assigned: Callable[[str], list[int]],
+        measure: Callable[[Payload], object] | None = None,
     ) -> Collected | None:
         """The window's uploads (``assigned``: each sender's sample ids, its receipt checked
-        against them); None when this validator cannot judge the window at all."""
+        against them; ``measure``: what each payload is validated and read by,
+        ``collect_uploads``); None when this validator cannot judge the window at all."""
         commits, refused, unreadable = None, {}, set()
         if self.commit_reveal:
             snapshot = self.snapshot.of(window)
@@ -95,6 +100,7 @@ class Intake:
             assigned=assigned,
             lane=self.lane,
             commits=commits,
+            measure=measure,
         )
         refused = {hk: why for hk, why in refused.items() if hk in uncommitted}
         got.missing |= uncommitted - set(refused)

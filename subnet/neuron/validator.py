@@ -168,14 +168,16 @@ class Validator(BaseNeuron):
     def step(self, window: int) -> ScoreReport:
         """Fetch, verify and score every upload of ``window``; update the moving scores."""
         miners = self.miners()
-        collected = self.intake.collect(window, miners, self.assigned(window))
+        # Each payload is validated and measured (fingerprint, norm) in one parse, one sender
+        # at a time: one whose reading fails is refused (``unreadable``) and the window goes on
+        collected = self.intake.collect(
+            window, miners, self.assigned(window), self.assessor.measure
+        )
         if collected is None:
             return ScoreReport(window, self.replica.version, {})
         got, commits = collected.got, collected.commits
         self._refuse_equivocators(got)
-        # What scoring reads of each upload beyond its checked fields, read now, one sender at a
-        # time: one whose reading fails is refused (``unreadable``) and the window goes on.
-        measured = self.assessor.measure_window(got, window)
+        measured = self.assessor.measured(got)
         self.checker.screen(window, got, commits)
         after = self.arrivals.after_deadline(window, got.accepted)
         in_time = {hk: u for hk, u in got.accepted.items() if hk not in after}

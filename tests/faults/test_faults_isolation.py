@@ -15,6 +15,7 @@ import json
 import pytest
 import torch
 
+import subnet.neuron.uploads as uploads_module
 import subnet.neuron.validator as validator_module
 from subnet.clock import ManualClock
 from subnet.data import random_sample_ids
@@ -63,7 +64,8 @@ def records(rt, event: str) -> list[dict]:
 
 
 def raising_for(monkeypatch, target, name: str, sha256: str) -> None:
-    """``target.name(payload, shapes)`` raises for the payload whose envelope has ``sha256``."""
+    """``target.name(payload, shapes)`` raises for the payload whose envelope has ``sha256``
+    (each payload is known by its envelope as the reader accepts it: ``uploads._accept``)."""
     original = getattr(target, name)
     seen: dict[int, str] = {}
 
@@ -72,17 +74,14 @@ def raising_for(monkeypatch, target, name: str, sha256: str) -> None:
             raise RuntimeError("a message nothing foresaw")
         return original(payload, shapes)
 
-    def remember(self, upload_sha256: str, payload) -> None:
-        seen[id(payload)] = upload_sha256
-
     monkeypatch.setattr(target, name, patched)
-    original_init = Received.__init__
+    original_accept = uploads_module._accept
 
-    def init(self, *args, **kwargs):
-        original_init(self, *args, **kwargs)
-        remember(self, self.sha256, self.payload)
+    def accept(rt, envelope, *args, **kwargs):
+        seen[id(envelope.tensors)] = envelope.header.payload_sha256
+        return original_accept(rt, envelope, *args, **kwargs)
 
-    monkeypatch.setattr(Received, "__init__", init)
+    monkeypatch.setattr(uploads_module, "_accept", accept)
 
 
 def scored_subnet_window(world, monkeypatch):
@@ -110,7 +109,7 @@ def test_a_validator_refuses_the_upload_whose_handling_raises_and_scores_the_res
 ):
     holder, validator, digests = scored_subnet_window(world, monkeypatch)
     bad, good = world.hotkey("m1"), world.hotkey("m2")
-    raising_for(monkeypatch, validator.compressor, "norm", digests[bad])
+    raising_for(monkeypatch, validator.compressor, "measure", digests[bad])
     assert run_at(validator, 6) == 1  # the window is scored, not failed
     assert records(validator.rt, "window_failed") == []
     verdicts = records(validator.rt, "scores")[-1]["verdicts"]
