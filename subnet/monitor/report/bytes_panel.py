@@ -31,7 +31,7 @@ def card(run: Run, uploads: int = 0, ddp_uploads: int = 0) -> tuple[str, str, st
             return fmt_ratio(ddp_uploads / uploads), "less", note
         if miner is not None and miner.both_per_round:  # no DDP figure (gossip's merges)
             note = "a trainer's bytes up + down per round (no DDP figure for this run's merges)"
-            return fmt_bytes(miner.both_per_round), "a round", note
+            return fmt_bytes(miner.both_per_round), "", note
         return DASH, "", "a miner's bytes up + down per round vs a DDP worker's"
     note = (
         f"a miner's gradients up + models and data down, {fmt_bytes(miner.both_per_round)} "

@@ -37,11 +37,11 @@ h2 { font-size: 16px; margin: 0 0 12px; }
 .meta { color: var(--muted); font-size: 13px; }
 .meta code { font-size: 12px; background: var(--idle-bg); padding: 1px 5px; border-radius: 4px; }
 .live { color: var(--good); font-weight: 600; }
-.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(165px, 1fr)); gap: 14px;
+.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(158px, 1fr)); gap: 12px;
   margin-bottom: 18px; }
 .card, .panel { background: var(--card); border: 1px solid var(--line); border-radius: 12px;
   box-shadow: 0 1px 2px rgba(16, 24, 40, 0.04); }
-.card { padding: 14px 16px; }
+.card { padding: 14px 14px; }
 .card .label { color: var(--muted); font-size: 12px; text-transform: uppercase;
   letter-spacing: 0.05em; }
 .card .value { font-size: 28px; font-weight: 650; margin-top: 4px; letter-spacing: -0.02em;
@@ -228,7 +228,12 @@ def _cards(h: summary.Headline, run: Run, people: list[summary.RosterRow]) -> st
         _card("Avg throughput", fmt_int(h.throughput), per_second, unit="tok/s"),
         _card("Tokens merged", fmt_int(h.tokens) if h.rounds else DASH, _tokens_note(h)),
         _earning(people, bool(run.chain)) if _paid(run, people) else _merged_card(run),
-        _card("Bandwidth vs DDP" if unit == "less" else "Bandwidth", saved, saved_note, unit=unit),
+        _card(
+            "Bandwidth vs DDP" if unit == "less" else "Bandwidth per round",
+            saved,
+            saved_note,
+            unit=unit,
+        ),
     ]
     return f'<section class="cards">{"".join(cards)}</section>'
 
