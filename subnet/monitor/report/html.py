@@ -6,7 +6,7 @@ import time
 from collections.abc import Sequence
 from html import escape
 
-from . import bytes_panel, pay_panel, summary
+from . import bytes_panel, lines_panel, pay_panel, summary
 from .load import Run
 from .svg import line_chart
 from .topology import load_topology
@@ -147,7 +147,7 @@ def render_page(
         _header(run, now, live=bool(refresh)),
         _stall(head),
         _cards(head, run, people),
-        _lines(run),
+        lines_panel.panel(run),
         _chart(run, head),
         _roster(
             people,
@@ -292,45 +292,6 @@ def _stall(h: summary.Headline) -> str:
     if h.late_uploads:
         bits.append(f"{h.late_uploads} miner upload(s) landed after the upload deadline.")
     return f'<div class="alert">{" ".join(bits)}</div>'
-
-
-LINE_COLUMNS = (
-    ("model line", False),
-    ("held by", False),
-    ("rounds merged", True),
-    ("merged in round (filled: merged)", False),
-    ("held-out loss, start → newest", True),
-    ("tokens merged", True),
-)
-
-
-def _lines(run: Run) -> str:
-    """Each model line's merges (a run of several: two-models' holders, sweep's points), a
-    strip of its rounds filled where it merged; nothing for a run of one line."""
-    rows = summary.line_rows(run)
-    if not rows:
-        return ""
-    newest = max((w for r in rows for w in r.windows), default=-1)
-    names = {hk: p.name for hk, p in run.participants.items()}
-    cells = []
-    for r in rows:
-        strip = "".join(
-            f'<i class="{"on" if w in r.windows else "off"}" title="round {w}"></i>'
-            for w in range(newest + 1)
-        )
-        holders = ", ".join(names.get(hk, hk[:8]) for hk in r.holders) or DASH
-        cells.append(
-            [
-                f"<code>{escape(r.lane)}</code>",
-                escape(holders),
-                f"{len(r.windows)} of {newest + 1}",
-                f'<span class="strip">{strip}</span>',
-                f"{fmt_loss(r.initial_loss)} → {fmt_loss(r.final_loss)}",
-                fmt_int(r.tokens),
-            ]
-        )
-    table = _table(LINE_COLUMNS, cells, "")
-    return f'<section class="panel lines"><h2>Merges per model line</h2>{table}</section>'
 
 
 def _chart(run: Run, h: summary.Headline) -> str:
