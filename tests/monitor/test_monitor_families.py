@@ -247,6 +247,7 @@ def test_several_model_lines_show_each_lines_merges(page: Page) -> None:
     if page.family.lines == 1:
         assert not lines, "a run of one model line shows a per-line panel"
         return
+    assert len(lines) == 1, f"{len(lines)} 'Merges per model line' panels on a two-model page"
     (panel,) = lines
     assert panel["bottom"] <= FOLD, f"the per-line merges end at {panel['bottom']:.0f} px"
     rows = {r["first"]: r for r in panel["rows"]}
