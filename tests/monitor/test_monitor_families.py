@@ -19,7 +19,9 @@ The 13 builtin topologies fall into five families by what their page must show:
   held-out loss is measured once, at the collector's final merge, so the loss chart is the
   trainers' loss per round. Run: ``@beam/gossip-ring``.
 - **several model lines** (``two-models``: two holders; ``sweep``: a line per point and a final
-  merge): each line's merges are shown apart. Run: ``@beam/two-models``.
+  merge): each line's merges are shown apart, above the fold. Runs: ``@beam/two-models`` and
+  ``@beam/sweep`` (whose points' lines merge every round and whose final line merges once, so
+  its chart is the trainers' loss per round).
 
 Each family's run folder is made here by running the topology in threads (``page_runs.py``:
 the real role classes, each member's bytes counted and its metrics written as a node writes
@@ -35,7 +37,7 @@ import random
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -60,28 +62,32 @@ class Family:
     """A family of topologies, the one run to show it, and what its page must show."""
 
     ref: str | None  # None: the subnet (on a chain)
-    rounds: int
     room: bool
     earning: str  # the card that answers "am I earning"
     chart: str  # the loss chart's title starts so
-    lines: int = 1  # model lines
+    points: int  # its points: one per merged round of the main line, or per round trained
+    # several model lines: line -> (its holder, the rounds it merged); none for one line
+    lines: dict[str, tuple[str, int]] = field(default_factory=dict)
 
 
+ROUNDS = 3  # every family's run: three windows
+HELD_OUT, TRAIN_LOSS = "Global held-out loss", "Trainers' mean loss per round"
 FAMILIES = {
-    "subnet-on-a-chain": Family(None, 3, False, "Miners earning", "Global held-out loss"),
-    "room-one-line": Family(
-        "@beam/diloco@1.0.0", 3, True, "Trainers merged", "Global held-out loss"
-    ),
-    "scored-room": Family(
-        "@beam/scored-subnet@2.0.0", 3, True, "Trainers merged", "Global held-out loss"
-    ),
-    "merged-at-the-end": Family(
-        "@beam/gossip-ring@1.0.0", 3, True, "Trainers merged", "Trainers' mean loss per round"
-    ),
-    "several-lines": Family(
-        "@beam/two-models@1.0.0", 3, True, "Trainers merged", "model_a's held-out loss", 2
-    ),
-}
+    "subnet-on-a-chain": Family(None, False, "Miners earning", HELD_OUT, ROUNDS),
+    "room-one-line": Family("@beam/diloco@1.0.0", True, "Trainers merged", HELD_OUT, ROUNDS),
+    "scored-room": Family("@beam/scored-subnet@2.0.0", True, "Trainers merged", HELD_OUT,
+                          ROUNDS),
+    "merged-at-the-end": Family("@beam/gossip-ring@1.0.0", True, "Trainers merged",
+                                TRAIN_LOSS, ROUNDS),
+    # model A is granted its data from round 1 on (round 0 grants); model B merges every round
+    "several-lines": Family("@beam/two-models@1.0.0", True, "Trainers merged",
+                            "model_a's held-out loss", ROUNDS - 1,
+                            {"model_a": ("holder", ROUNDS - 1), "model_b": ("holder_b0", ROUNDS)}),
+    # a line per point every round, the final merge of the points' models at the end
+    "several-lines-sweep": Family("@beam/sweep@1.0.0", True, "Trainers merged", TRAIN_LOSS,
+                                  ROUNDS, {"model": ("holder", 1), "model.p0": ("holder", ROUNDS),
+                                           "model.p1": ("holder", ROUNDS)}),
+}  # fmt: skip
 
 # Injected into a copy of the page (the page itself carries no script): every card, panel,
 # table header cell and chart point, with its box, written into the DOM once the page loaded.
@@ -170,7 +176,7 @@ def page(
     with pytest.MonkeyPatch.context() as patch:  # seeded sample draws, as test_in_memory's
         patch.setattr(validator_module, "random_sample_ids", partial(random_sample_ids, seed=0))
         patch.setattr(validator_module, "own_subset", _seeded_subset)
-        run = run_folder(root / "run", neuron_data_dir, family.ref, family.rounds)
+        run = run_folder(root / "run", neuron_data_dir, family.ref, ROUNDS)
     html = render_page(load_run(run))
     (root / "page.html").write_text(html, encoding="utf-8")
     (root / "measured.html").write_text(html.replace("</body>", MEASURE + "</body>"), "utf-8")
@@ -232,31 +238,33 @@ def test_chain_columns_only_on_a_chain(page: Page) -> None:
 def test_the_loss_chart_has_a_point_per_round(page: Page) -> None:
     """One point per round: merged rounds, or (merged only at the end) rounds trained."""
     chart = page.panel(page.family.chart)
-    rounds = page.family.rounds - (1 if page.family.lines > 1 else 0)  # model_a: from round 1
-    assert len(chart["points"]) == rounds, (
-        f"{page.family.chart!r} has {len(chart['points'])} point(s), not one per round ({rounds})"
+    points = page.family.points
+    assert len(chart["points"]) == points, (
+        f"{page.family.chart!r} has {len(chart['points'])} point(s), not one per round ({points})"
     )
     xs = sorted(p["left"] for p in chart["points"])
     assert all(b - a > 50 for a, b in zip(xs, xs[1:], strict=False)), f"points on top: {xs}"
 
 
 def test_several_model_lines_show_each_lines_merges(page: Page) -> None:
-    """Two-models: a row per holder's line, its rounds merged as a strip, above the fold; a
-    run of one line has no such panel."""
+    """Two-models, sweep: a row per model line, naming its holder, its rounds merged as a strip
+    of cells, above the fold; a run of one line has no such panel."""
     lines = [p for p in page.boxes["panels"] if p["name"] == "Merges per model line"]
-    if page.family.lines == 1:
+    if not page.family.lines:
         assert not lines, "a run of one model line shows a per-line panel"
         return
-    assert len(lines) == 1, f"{len(lines)} 'Merges per model line' panels on a two-model page"
+    assert len(lines) == 1, f"{len(lines)} 'Merges per model line' panels on a multi-model page"
     (panel,) = lines
     assert panel["bottom"] <= FOLD, f"the per-line merges end at {panel['bottom']:.0f} px"
     rows = {r["first"]: r for r in panel["rows"]}
-    assert sorted(rows) == ["model_a", "model_b"], f"model lines shown: {sorted(rows)}"
-    rounds = page.family.rounds
-    assert all(r["cells"] == rounds for r in rows.values()), f"a strip per round: {rows}"
-    # model A is granted its data from round 1 on (round 0 grants), model B merges every round
-    assert (rows["model_a"]["on"], rows["model_b"]["on"]) == (rounds - 1, rounds), rows
-    assert "holder_b0" in rows["model_b"]["text"], "model B's holder is not named"
+    assert sorted(rows) == sorted(page.family.lines), f"model lines shown: {sorted(rows)}"
+    assert all(r["cells"] == ROUNDS for r in rows.values()), f"not a cell per round: {rows}"
+    merged = {lane: r["on"] for lane, r in rows.items()}
+    expected = {lane: n for lane, (_, n) in page.family.lines.items()}
+    assert merged == expected, f"rounds merged per line {merged}, the run merged {expected}"
+    unnamed = [lane for lane, (holder, _) in page.family.lines.items()
+               if holder not in rows[lane]["text"]]  # fmt: skip
+    assert not unnamed, f"lines whose holder is not named: {unnamed}"
     band = _pixels(page.rows[int(panel["top"]) : int(panel["bottom"])])
     filled = sum(n for colour, n in band.items() if _near(colour, ACCENT))
     assert filled > 4 * 200, f"the merged rounds' cells are not drawn ({filled} px)"

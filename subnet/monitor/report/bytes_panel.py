@@ -25,10 +25,7 @@ def card(run: Run, uploads: int = 0, ddp_uploads: int = 0) -> tuple[str, str, st
     miner = next((r for r in traffic.by_role(run) if r.role == "miner"), None)
     if saved is None or ring is None or miner is None:
         if miner is not None and miner.both_per_round:  # no DDP figure: gossip, one trainer
-            note = (
-                "a trainer's bytes up + down per round (no DDP figure: this run's merges "
-                "logged none, or one trainer, whose DDP sends nothing)"
-            )
+            note = "a trainer's bytes up + down per round (no DDP figure for this run)"
             return fmt_bytes(miner.both_per_round), "", note
         if uploads and ddp_uploads:
             note = (
