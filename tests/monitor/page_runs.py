@@ -25,10 +25,11 @@ from subnet.config import WindowConfig
 from subnet.membership import StaticMembership, StaticReaders
 from subnet.monitor import MetricsSink
 from subnet.neuron.registry import ROLE_CLASSES
+from subnet.scoring.weights import weights_for_chain
 from subnet.storage.counting import ByteMeter, CountingStore
 from subnet.topology import Template, load_spec
 from subnet.topology.params import resolve, substitute
-from subnet.weights import NoWeights
+from subnet.weights import NoWeights, WeightsSet
 
 TESTS = Path(__file__).resolve().parents[1]
 # The in-memory runs' window: ticks [0, 4) upload, [4, 6) score, [6, 10) merge (a commit-reveal
@@ -51,6 +52,18 @@ def _load(name: str, path: Path) -> ModuleType:
 
 neuron_world = _load("neuron_conftest", TESTS / "neuron" / "conftest.py")
 lockstep = _load("lockstep", TESTS / "topologies" / "lockstep.py")
+
+
+class ChainShares:
+    """The subnet's weight sink in threads: every window, the shares a chain would be sent
+    (``weights_for_chain``: positive moving scores normalized to sum 1), by hotkey, accepted."""
+
+    def offer(self, moving, roster, *, window: int, last_tick: int) -> WeightsSet | None:
+        """The moving scores' shares, set at ``window``; None while nobody has a positive score."""
+        uids = {hotkey: i for i, hotkey in enumerate(sorted(moving))}
+        shares = weights_for_chain(moving, uids)
+        by_hotkey = {hotkey: shares[uid] for hotkey, uid in uids.items() if uid in shares}
+        return WeightsSet(True, "included", window, by_hotkey) if by_hotkey else None
 
 
 def roster_names(ref: str | None) -> dict[str, str]:
@@ -100,8 +113,8 @@ def run_folder(root: Path, data_dir: Path, ref: str | None, rounds: int) -> Path
                                  hotkey=hotkeys[name], config_hash=rt.cfg.protocol.config_hash(),
                                  plan=rt.plan.digest)  # fmt: skip
         rt.clock = step.clock()
-        if ref:  # a room's scores only feed merges (``subnet.room.node``)
-            rt.weights = NoWeights()
+        # a room's scores only feed merges (``subnet.room.node``); the subnet's set weights
+        rt.weights = NoWeights() if ref else ChainShares()
         neurons[name] = ROLE_CLASSES[classes[name]](rt)
     started = time.time()
     for _ in range(2):  # holders first (the dataset and version 0), then whoever waited on them
@@ -140,6 +153,6 @@ def run_folder(root: Path, data_dir: Path, ref: str | None, rounds: int) -> Path
                    "params": dict(plan_template.params),
                    "members": {n: [hotkeys[n], s] for n, s in names.items()}}  # fmt: skip
     else:
-        header |= {"network": "local", "netuid": 2}
+        header |= {"network": "local", "netuid": 2}  # as localnet's run.json
     (root / "run.json").write_text(json.dumps(header, indent=2))
     return root
