@@ -155,7 +155,7 @@ def render_page(
             incentive=bool(run.chain),
             weights=_weights_label(run) if weighed else None,
         ),
-        pay_panel.panel(run),
+        pay_panel.panel(run, room=_room(run)),
         bytes_panel.panel(run),
         _rounds(summary.round_rows(run, last=recent), total=head.rounds),
         topology_section(run, recent),
