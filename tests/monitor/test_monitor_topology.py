@@ -7,7 +7,7 @@ import json
 import re
 from pathlib import Path
 
-from subnet.monitor.report import load_run, render_page
+from subnet.monitor.report import load_run, render_page, summary
 from subnet.monitor.report.topology import load_topology
 
 A, B, W1, W2 = "5" + "A" * 47, "5" + "B" * 47, "5" + "C" * 47, "5" + "D" * 47
@@ -95,3 +95,18 @@ def test_member_names_come_from_a_topology_rooms_run_json(tmp_path: Path) -> Non
                                                            "holder_b0": [B, "holder_b"]}}))  # fmt: skip
     view = load_topology(root)
     assert view.slots["holder_a"] == ["holder"] and view.slots["holder_b"] == ["holder_b0"]
+
+
+def test_each_model_line_keeps_its_own_versions(tmp_path: Path) -> None:
+    # Both holders publish a version 1; neither replaces the other's, and each line's merges
+    # are shown apart (model_a's is the main line: no lane is called ``model``)
+    run = load_run(_two_model_run(tmp_path))
+    assert list(run.lines) == ["model_a", "model_b"]
+    assert [(v.window, v.hotkey) for v in run.versions] == [(1, A)]
+    rows = {r.lane: r for r in summary.line_rows(run)}
+    assert (rows["model_a"].windows, rows["model_b"].windows) == ((1,), (0,))
+    assert rows["model_b"].holders == (B,)
+    assert summary.trainers_merged(run) == (2, 2)  # round 1: model A merged w1 and W2
+    page = render_page(run)
+    assert "Merges per model line" in page
+    assert "model_a&#x27;s held-out loss per outer round" in page  # the chart's line, named

@@ -14,7 +14,9 @@ from .units import DASH, fmt_bytes, fmt_int, fmt_ratio
 
 
 def card(run: Run, uploads: int = 0, ddp_uploads: int = 0) -> tuple[str, str, str]:
-    """``(value, unit, note)`` of the headline card: DDP's bytes over a miner's, both ways.
+    """``(value, unit, note)`` of the headline card: DDP's bytes over a miner's, both ways
+    (unit ``less``), or a miner's bytes per round where there is no DDP figure (gossip's
+    merges log none; DDP of one trainer sends nothing).
 
     A run whose metrics carry no meter counts (written before they existed) shows the
     upload-only ratio of ``ddp_uploads / uploads``, and says so.
@@ -22,7 +24,10 @@ def card(run: Run, uploads: int = 0, ddp_uploads: int = 0) -> tuple[str, str, st
     saved, ring = traffic.miner_saving(run), traffic.ddp_ring_per_round(run)
     miner = next((r for r in traffic.by_role(run) if r.role == "miner"), None)
     if saved is None or ring is None or miner is None:
-        if uploads:
+        if miner is not None and miner.both_per_round:  # no DDP figure: gossip, one trainer
+            note = "a trainer's bytes up + down per round (no DDP figure for this run)"
+            return fmt_bytes(miner.both_per_round), "", note
+        if uploads and ddp_uploads:
             note = (
                 f"gradient uploads only: {fmt_bytes(uploads)} vs DDP's "
                 f"{fmt_bytes(ddp_uploads)} (no downloads logged)"

@@ -6,7 +6,7 @@ import time
 from collections.abc import Sequence
 from html import escape
 
-from . import bytes_panel, pay_panel, summary
+from . import bytes_panel, lines_panel, pay_panel, summary
 from .load import Run
 from .svg import line_chart
 from .topology import load_topology
@@ -37,11 +37,11 @@ h2 { font-size: 16px; margin: 0 0 12px; }
 .meta { color: var(--muted); font-size: 13px; }
 .meta code { font-size: 12px; background: var(--idle-bg); padding: 1px 5px; border-radius: 4px; }
 .live { color: var(--good); font-weight: 600; }
-.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(165px, 1fr)); gap: 14px;
+.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(158px, 1fr)); gap: 12px;
   margin-bottom: 18px; }
 .card, .panel { background: var(--card); border: 1px solid var(--line); border-radius: 12px;
   box-shadow: 0 1px 2px rgba(16, 24, 40, 0.04); }
-.card { padding: 14px 16px; }
+.card { padding: 14px 14px; }
 .card .label { color: var(--muted); font-size: 12px; text-transform: uppercase;
   letter-spacing: 0.05em; }
 .card .value { font-size: 28px; font-weight: 650; margin-top: 4px; letter-spacing: -0.02em;
@@ -71,6 +71,10 @@ tr:last-child td { border-bottom: none; }
   border-radius: 3px; margin-left: 8px; vertical-align: middle; overflow: hidden; }
 .bar i { display: block; height: 100%; background: var(--accent); }
 .empty { color: var(--muted); }
+.strip i { display: inline-block; width: 18px; height: 14px; margin-right: 3px;
+  border-radius: 3px; vertical-align: middle; }
+.strip i.on { background: var(--accent); }
+.strip i.off { background: var(--idle-bg); border: 1px solid var(--line); }
 footer { color: var(--muted); font-size: 12px; text-align: center; margin-top: 8px; }
 """
 
@@ -87,9 +91,12 @@ ROSTER_COLUMNS = (
     ("verdicts", False),
 )
 # What each money column is: a merge share does not pay, the validators' weights do.
-ROSTER_NOTE = (
+SHARE_NOTE = (
     "Merge share: the mean weight a miner's uploads had in the holder's merges over all rounds "
-    "(it moves the model, it pays nothing). Weight: the mean of the validators' latest weights, "
+    "(it moves the model, it pays nothing)."
+)
+ROSTER_NOTE = SHARE_NOTE + (
+    " Weight: the mean of the validators' latest weights, "
     "set from each miner's moving score; on a chain it sets the incentive (emission). The two "
     "differ where a miner's score changed lately or some of its rounds were merged on another "
     "validator's report."
@@ -140,6 +147,7 @@ def render_page(
         _header(run, now, live=bool(refresh)),
         _stall(head),
         _cards(head, run, people),
+        lines_panel.panel(run),
         _chart(run, head),
         _roster(
             people,
@@ -147,7 +155,7 @@ def render_page(
             incentive=bool(run.chain),
             weights=_weights_label(run) if weighed else None,
         ),
-        pay_panel.panel(run),
+        pay_panel.panel(run, room=_room(run)),
         bytes_panel.panel(run),
         _rounds(summary.round_rows(run, last=recent), total=head.rounds),
         topology_section(run, recent),
@@ -206,6 +214,10 @@ def _cards(h: summary.Headline, run: Run, people: list[summary.RosterRow]) -> st
     versions = "merged versions"
     if h.rounds_trained > h.rounds:  # gossip: every round trains, one merge at the end
         versions += f", of {fmt_int(h.rounds_trained)} rounds trained"
+    main = next(iter(run.lines), None) if len(run.lines) > 1 else None
+    if main is not None:  # several model lines: the cards are the main line's
+        versions = f"{main}'s merged versions; each line below"
+        start = f"{main}, {start}"
     failed = f"{h.failed_windows} failed window{plural}" if h.failed_windows else versions
     saved, unit, saved_note = bytes_panel.card(run, h.bytes, h.ddp_bytes)  # both ways
     per_second = "merged tokens per wall-clock second"
@@ -215,10 +227,35 @@ def _cards(h: summary.Headline, run: Run, people: list[summary.RosterRow]) -> st
         _card("Nodes", fmt_int(h.nodes) if h.nodes else DASH, roles),
         _card("Avg throughput", fmt_int(h.throughput), per_second, unit="tok/s"),
         _card("Tokens merged", fmt_int(h.tokens) if h.rounds else DASH, _tokens_note(h)),
-        _earning(people, bool(run.chain)),
-        _card("Bandwidth vs DDP", saved, saved_note, unit=unit),
+        _earning(people, bool(run.chain)) if _paid(run, people) else _merged_card(run),
+        _card(
+            "Bandwidth vs DDP" if unit == "less" else "Bandwidth per round",
+            saved,
+            saved_note,
+            unit=unit,
+        ),
     ]
     return f'<section class="cards">{"".join(cards)}</section>'
+
+
+def _room(run: Run) -> bool:
+    """A room run (its run.json names the room): no chain, nobody is paid."""
+    return (run.network or "").startswith("room ")
+
+
+def _paid(run: Run, rows: list[summary.RosterRow]) -> bool:
+    """Whether "am I earning" has an answer: on a chain, or where validators set weights."""
+    return not _room(run) or any(r.weight is not None for r in rows)
+
+
+def _merged_card(run: Run) -> str:
+    """A room's "is my work counted": the trainers merged in the newest round."""
+    counted = summary.trainers_merged(run)
+    if counted is None:
+        return _card("Trainers merged", DASH, "no round merged yet; a room pays no one")
+    merged, trainers = counted
+    note = "in the newest merged round; a room has no chain and pays no one"
+    return _card("Trainers merged", f"{merged} of {trainers}", note)
 
 
 def _earning(rows: list[summary.RosterRow], on_chain: bool) -> str:
@@ -269,9 +306,10 @@ def _chart(run: Run, h: summary.Headline) -> str:
             y_label="train loss",
         )
         return f'<section class="panel">{svg}</section>'
+    main = f"{next(iter(run.lines))}'s" if len(run.lines) > 1 else "Global"
     svg = line_chart(
         points,
-        title="Global held-out loss per outer round",
+        title=f"{main} held-out loss per outer round",
         x_label="round",
         y_label="held-out loss",
         reference=reference,
@@ -360,7 +398,7 @@ def _roster(
             row.append(f"{fmt_bytes(up)}<br>{fmt_bytes(down)}")
         cells.append(row)
     table = _table(headers, cells, "No participants known yet.", wrap={0, 7})
-    note = f'<p class="meta">{escape(ROSTER_NOTE)}</p>'
+    note = f'<p class="meta">{escape(ROSTER_NOTE if weights else SHARE_NOTE)}</p>'
     return f'<section class="panel"><h2>Roster</h2>{table}{note}</section>'
 
 

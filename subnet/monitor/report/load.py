@@ -38,6 +38,8 @@ class Version:
     ddp_bytes: int | None = None  # what DDP would have sent for the same steps
     merge_seconds: float | None = None
     ddp_ring: int | None = None  # DDP ring all-reduce: bytes per worker each way, this round
+    lane: str = "model"  # the model line it was published on (two-models: model_a, model_b)
+    hotkey: str = ""  # the holder that published it
 
 
 @dataclass(frozen=True)
@@ -155,6 +157,9 @@ class Run:
     # checks of training: role -> [bytes, count] (a miner's answers written, a validator's read)
     verification: dict[str, list[int]] = field(default_factory=dict)
     chain: dict[str, dict[str, float]] = field(default_factory=dict)  # hotkey -> incentive ...
+    # Every model line's versions (lane -> versions in order); ``versions`` is the main line's:
+    # ``model`` where there is one, else the first by name (two-models: model_a, the run lead's).
+    lines: dict[str, list[Version]] = field(default_factory=dict)
 
     def latest_window(self) -> int | None:
         """The newest window any neuron logged (the run's "now")."""
@@ -195,8 +200,14 @@ def load_run(path: str | Path) -> Run:
     for metrics in metrics_files(path):
         for record in read_jsonl(metrics):
             _add(run, record)
-    versions = {v.version: v for v in sorted(run.versions, key=lambda v: v.t)}  # last one wins
-    run.versions = sorted(versions.values(), key=lambda v: v.version)
+    by_line: dict[str, dict[int, Version]] = {}
+    for v in sorted(run.versions, key=lambda v: v.t):  # a version logged twice: the last wins
+        by_line.setdefault(v.lane, {})[v.version] = v
+    run.lines = {
+        lane: sorted(versions.values(), key=lambda v: v.version)
+        for lane, versions in sorted(by_line.items(), key=lambda kv: (kv[0] != "model", kv[0]))
+    }
+    run.versions = next(iter(run.lines.values()), [])
     for records in (run.trains, run.scores, run.weights, run.failures, run.windows, run.uploads):
         records.sort(key=lambda r: r.t)
     run.chain = _read_chain(path)
@@ -268,6 +279,8 @@ def _add(run: Run, r: dict[str, Any]) -> None:
                 _int(r.get("ddp_bytes")),
                 _float(r.get("merge_seconds")),
                 _int(r.get("ddp_ring_bytes_per_worker")),
+                str(r.get("lane") or "model"),
+                hotkey,
             )
         )
     elif event == "train" and _int(r.get("window")) is not None:

@@ -89,8 +89,9 @@ def _num(x: float | None, digits: int = 4) -> str:
     return DASH if x is None else f"{x:.{digits}f}"
 
 
-def panel(run: Run) -> str:
-    """The pay table, or nothing for a run without validators' scores."""
+def panel(run: Run, room: bool = False) -> str:
+    """The pay table, or nothing for a run without validators' scores; in a ``room`` (no chain,
+    nobody is paid) it is titled for the scores and says nothing of a chain's weights."""
     rows = pay_rows(run)
     if not rows:
         return ""
@@ -148,8 +149,12 @@ def panel(run: Run) -> str:
         "validators. The moving score (weights on chain) and the merge weight follow the "
         "scores; see docs/validator.md."
     )
+    title = "Why each miner earned what it did"
+    if room:
+        note = note.replace(" (weights on chain)", "")
+        title = "Why each miner scored what it did (a room pays no one)"
     return (
-        f'<section class="panel"><h2>Why each miner earned what it did</h2><table><thead>'
+        f'<section class="panel"><h2>{escape(title)}</h2><table><thead>'
         f'<tr>{th}</tr></thead><tbody>{body}</tbody></table><p class="meta">{escape(note)}'
         "</p></section>"
     )

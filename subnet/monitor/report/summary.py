@@ -153,7 +153,10 @@ def merged_tokens(run: Run, version: Version) -> int:
 def headline(run: Run) -> Headline:
     """The headline figures of the whole run."""
     rounds = merged(run)
-    tokens = sum(merged_tokens(run, v) for v in rounds)
+    every = rounds  # tokens: every model line's merges (two-models' both holders)
+    if len(run.lines) > 1:
+        every = [v for line in run.lines.values() for v in line if v.version >= 1]
+    tokens = sum(merged_tokens(run, v) for v in every)
     outcomes = {w.window: w for w in run.windows}  # the holder's last word on each window
     with_bytes = [v for v in rounds if v.bytes and v.ddp_bytes is not None]
     sent = sum(v.bytes or 0 for v in with_bytes)
@@ -317,3 +320,48 @@ def round_rows(run: Run, last: int | None = None) -> list[RoundRow]:
 def _mean(values: list[float | None]) -> float | None:
     present = [x for x in values if x is not None]
     return sum(present) / len(present) if present else None
+
+
+@dataclass(frozen=True)
+class LineRow:
+    """One model line of a run that trains several (two-models' holders, sweep's points)."""
+
+    lane: str
+    holders: tuple[str, ...]  # the hotkeys that published it
+    windows: tuple[int, ...]  # the rounds (windows) it merged in
+    initial_loss: float | None  # held-out loss of its version 0
+    final_loss: float | None  # ... of its newest version
+    tokens: int  # tokens its merges took in
+
+
+def line_rows(run: Run) -> list[LineRow]:
+    """Each model line's merges, the main line first; empty for a run of one line."""
+    if len(run.lines) < 2:
+        return []
+    rows = []
+    for lane, versions in run.lines.items():
+        merges = [v for v in versions if v.version >= 1]
+        losses = [v.heldout_loss for v in versions if v.heldout_loss is not None]
+        rows.append(
+            LineRow(
+                lane,
+                tuple(sorted({v.hotkey for v in versions if v.hotkey})),
+                tuple(sorted({v.window for v in merges})),
+                next((v.heldout_loss for v in versions if v.version == 0), None),
+                losses[-1] if losses else None,
+                sum(v.tokens or 0 for v in merges),
+            )
+        )
+    return rows
+
+
+def trainers_merged(run: Run) -> tuple[int, int] | None:
+    """``(merged, trainers)``: the trainers any line merged in the newest round some line
+    merged, of all trainers; None before a merge. A room's answer to "is my work counted"."""
+    trainers = {hk for hk, p in run.participants.items() if p.role == "miner"}
+    merges = [v for line in run.lines.values() for v in line if v.version >= 1]
+    if not trainers or not merges:
+        return None
+    newest = max(v.window for v in merges)
+    merged_in = {hk for v in merges if v.window == newest for hk in v.contributors}
+    return len(merged_in & trainers), len(trainers)
