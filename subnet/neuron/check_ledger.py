@@ -110,6 +110,10 @@ class CheckLedger:
         low, _ = verdict_windows(window, grace)
         return [r for r in self.results if low <= r.window <= window][-MAX_VERDICTS:]
 
+    def reported(self) -> None:
+        """The verdicts went out in a notice: the next one reports those finished since."""
+        self.results = []
+
     def record(
         self,
         window: int,

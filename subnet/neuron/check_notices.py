@@ -68,7 +68,7 @@ class CheckNotices:
             return
         self.targets[window] = chosen
         self.ledger.note_named(window, chosen)
-        self.ledger.results = []
+        self.ledger.reported()
         logger.info("window {}: checking {}", window, ", ".join(t[:8] for t in chosen) or "none")
 
     def _draw(self, window: int, draw: str, committed: list[str]) -> list[str]:

@@ -31,6 +31,7 @@ that vouches falsely ends nobody's probation without an accomplice validator.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -161,16 +162,12 @@ class Checker:
         for hotkey in self.book.screen(window, got, self.rt.cfg.protocol.scoring.classes):
             self.ledger.forget(hotkey)
         base = {k: v.clone() for k, v in self.replica.state.items()}
-        for task in self.links.screen(window, got, self._failer(window)):
+        for task in self.links.screen(window, got, functools.partial(self.ledger.record, window)):
             self.queue.add(task)
         named = self.notices.targets.get(window, [])
         for hotkey, cls in self.queue.add_targets(window, named, got, commits, base):
             self.ledger.not_covered(window, hotkey, cls)
         self.queue.hold(window, got.accepted, base)
-
-    def _failer(self, window: int) -> Callable[[str, Outcome], None]:
-        """Records a failure the screen of ``window`` finds (a broken chain)."""
-        return lambda hotkey, outcome: self.ledger.record(window, hotkey, outcome)
 
     # -- in idle time ---------------------------------------------------------------------
 
