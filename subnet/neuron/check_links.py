@@ -1,11 +1,12 @@
 """The chain of a sender's uploads: each one's ``state_in`` continues the ``state_out`` it names.
 
-A sender commits, in each upload, to the state it started from (``state_in``, and the window
-``state_from`` whose upload left it) and to the state it ended in (``state_out``). A validator
-keeps the last ``KEEP_OUTS`` roots each sender committed to, so an upload that claims to continue
-one of them and does not fails at once (``check_broken_chain``, a ban). A link to an upload this
-validator did not see is a **link task**: read from the upload it names in idle time
-(``holds``). Without this, a sender could train each window from a state of its own choosing.
+Every upload commits to the error feedback it trained from (``state_in``, a Merkle root, and
+``state_from``, the window of the upload that left it) and to the one it ended with
+(``state_out``). A validator keeps the last ``KEEP_OUTS`` roots each sender committed to: an
+upload whose ``state_in`` is not the root it names fails at once (``check_broken_chain``, a ban).
+A link to an upload this validator did not see is a **link task**, read from that upload in idle
+time (``holds``). Without links, a miner could prove any error feedback it liked
+(docs/protocol.md, "Links").
 """
 
 from __future__ import annotations

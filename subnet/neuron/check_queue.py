@@ -3,10 +3,9 @@
 Three kinds of task wait here (``check_task.Task``): **links** (a ``state_in`` that names an
 upload this validator did not see), **confirmations** (another validator's failure claim,
 replayed on the upload this validator holds) and **checks** of the senders its notice named.
-Idle time takes them in that order, oldest first: links are cheap, and a confirmation can stop
-a ban being missed. At most one confirmation waits at a time, so false claims cannot take the
-whole idle budget. The uploads and model of the last two windows are held for confirmations.
-All of it is memory only: a restart loses it (the windows' models are gone).
+Idle time takes them in that order, oldest first. At most one confirmation waits at a time: false
+claims cannot take the whole idle budget. The uploads and model of the last two windows are held
+for confirmations. All of it is memory only: a restart loses it (the windows' models are gone).
 """
 
 from __future__ import annotations
