@@ -53,7 +53,8 @@ class CheckRunner:
         self.rt, self.lane, self.book, self.ledger = rt, lane, book, ledger
         self.assigned_of = assigned_of
         self.replayer: Replayer | None = None
-        self.window_seconds, self._last_idle = 60.0, None  # measured between idle periods
+        self.window_seconds = 60.0  # a window's length, measured between idle periods
+        self._last_idle: tuple[int, float] | None = None  # (window, when its idle time began)
 
     def setup(self, data: TokenDataset, compressor: Compressor) -> None:
         """The replayer (a scratch model on the validator's device), once the data is there;
