@@ -31,8 +31,9 @@ class VouchingChecker(Checker):
 
     def notice(self, window: int, committed: list[str]) -> None:
         lies = [CheckVerdict(window, hk, "pass", 0.0) for hk in self.accomplices]
-        self.results = [r for r in self.results if r.hotkey not in self.accomplices]
-        self.results = [*self.results[-(MAX_VERDICTS - len(lies)) :], *lies]
+        ledger = self.ledger  # the verdicts the notice reports (``check_ledger``)
+        ledger.results = [r for r in ledger.results if r.hotkey not in self.accomplices]
+        ledger.results = [*ledger.results[-(MAX_VERDICTS - len(lies)) :], *lies]
         super().notice(window, committed)
 
 

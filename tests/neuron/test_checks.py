@@ -336,7 +336,7 @@ def test_a_validator_restarted_after_its_notice_checks_whom_the_notice_named(
     again.snapshot = validator.snapshot  # (a restart within the window keeps no snapshot)
     # Restarted, it would now name the other (the named one counts as verified first): it
     # must check whom its notice named, the one that answered.
-    again.checker.verified = {named: 0}
+    again.checker.ledger.verified = {named: 0}
     assert run_at(again, 5, 7) == 1
     assert again.checker.targets[0] == [named]
     assert [(c["hotkey"], c["ok"]) for c in records(again, "check")] == [(named, True)]
