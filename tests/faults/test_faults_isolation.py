@@ -10,14 +10,13 @@ would; everything else is the real roles on the in-memory world (``tests/neuron/
 from __future__ import annotations
 
 import functools
-import json
 
 import pytest
 import torch
+from neuron_ticks import records, run_at
 
 import subnet.neuron.uploads as uploads_module
 import subnet.neuron.validator as validator_module
-from subnet.clock import ManualClock
 from subnet.data import random_sample_ids
 from subnet.neuron.actions.grants import grants_for
 from subnet.neuron.actions.signed import put_message
@@ -51,16 +50,6 @@ class Lying:
 
     def get(self, key, max_bytes):
         raise KeyError("ContentLength")
-
-
-def run_at(neuron, *ticks: int) -> int:
-    neuron.rt.clock = ManualClock(list(ticks))
-    return neuron.run(max_windows=1)
-
-
-def records(rt, event: str) -> list[dict]:
-    lines = rt.metrics.path.read_text().splitlines() if rt.metrics.path.exists() else []
-    return [r for r in map(json.loads, lines) if r["event"] == event]
 
 
 def raising_for(monkeypatch, target, name: str, sha256: str) -> None:

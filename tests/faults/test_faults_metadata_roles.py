@@ -9,11 +9,11 @@ what a hostile miner can send; the unit-level fuzzers are in ``test_faults_metad
 from __future__ import annotations
 
 import functools
-import json
 import math
 
+from neuron_ticks import records, run_at
+
 import subnet.neuron.validator as validator_module
-from subnet.clock import ManualClock
 from subnet.data import random_sample_ids
 from subnet.neuron.holder import ModelHolder
 from subnet.neuron.lanes import Outbox
@@ -37,16 +37,6 @@ PAST = [
     ({"members": "0"}, "bad_metadata"),
     ({"plan": "0123456789abcdef"}, "bad_metadata"),  # the plan is the header's, not metadata
 ]
-
-
-def run_at(neuron, *ticks: int) -> int:
-    neuron.rt.clock = ManualClock(list(ticks))
-    return neuron.run(max_windows=1)
-
-
-def records(rt, event: str) -> list[dict]:
-    lines = rt.metrics.path.read_text().splitlines() if rt.metrics.path.exists() else []
-    return [r for r in map(json.loads, lines) if r["event"] == event]
 
 
 def lying(miner: Miner, change: dict[str, str]) -> Miner:

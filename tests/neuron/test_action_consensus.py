@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from neuron_ticks import records, run_at
 
-from subnet.clock import ManualClock
 from subnet.neuron.actions.consensus import median_weights
 from subnet.neuron.holder import ModelHolder
 from subnet.neuron.miner import Miner
 from subnet.neuron.validator import ScoreReport, Validator
 from subnet.topology import Template
-
-
-def run_at(neuron, *ticks: int) -> int:
-    neuron.rt.clock = ManualClock(list(ticks))
-    return neuron.run(max_windows=1)
-
-
-def records(rt, event: str) -> list[dict]:
-    lines = rt.metrics.path.read_text().splitlines() if rt.metrics.path.exists() else []
-    return [r for r in map(json.loads, lines) if r["event"] == event]
-
 
 REPORTS = {"v1": {"a": 0.3, "b": 0.1}, "v2": {"a": 0.5, "b": 0.1}, "v3": {"a": 0.0, "b": 0.9}}
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import json
+from neuron_ticks import records, run_at
 
-from subnet.clock import ManualClock
 from subnet.membership import Roster
 from subnet.neuron.actions.grants import allocate, granted, grants_for
 from subnet.neuron.actions.signed import put_message
@@ -13,16 +12,6 @@ from subnet.neuron.miner import Miner
 from subnet.storage.keys import ObjectKind
 from subnet.topology import Template
 from subnet.wire import GrantMeta
-
-
-def run_at(neuron, *ticks: int) -> int:
-    neuron.rt.clock = ManualClock(list(ticks))
-    return neuron.run(max_windows=1)
-
-
-def records(rt, event: str) -> list[dict]:
-    lines = rt.metrics.path.read_text().splitlines() if rt.metrics.path.exists() else []
-    return [r for r in map(json.loads, lines) if r["event"] == event]
 
 
 def test_allocation_is_disjoint_consecutive_and_cycles():

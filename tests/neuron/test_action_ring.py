@@ -3,27 +3,15 @@ averages the final models."""
 
 from __future__ import annotations
 
-import json
-
 import torch
+from neuron_ticks import records, run_at
 
-from subnet.clock import ManualClock
 from subnet.neuron.actions.ring import mix_states, predecessor
 from subnet.neuron.holder import ModelHolder
 from subnet.neuron.miner import Miner
 from subnet.storage.keys import ObjectKind
 from subnet.topology import Template
 from subnet.wire import Expected, fetch_envelope
-
-
-def run_at(neuron, *ticks: int) -> int:
-    neuron.rt.clock = ManualClock(list(ticks))
-    return neuron.run(max_windows=1)
-
-
-def records(rt, event: str) -> list[dict]:
-    lines = rt.metrics.path.read_text().splitlines() if rt.metrics.path.exists() else []
-    return [r for r in map(json.loads, lines) if r["event"] == event]
 
 
 def test_predecessor_wraps_around_the_ring():

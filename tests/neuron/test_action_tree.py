@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import torch
+from neuron_ticks import records, run_at
 
-from subnet.clock import ManualClock
 from subnet.compression import build_compressor
 from subnet.compression.config import CompressionConfig
 from subnet.neuron.actions.tree import combine, subtree_size, tree_children
@@ -15,16 +13,6 @@ from subnet.neuron.miner import Miner
 from subnet.storage.keys import ObjectKind
 from subnet.topology import Template
 from subnet.wire import Expected, GradientMeta, fetch_envelope
-
-
-def run_at(neuron, *ticks: int) -> int:
-    neuron.rt.clock = ManualClock(list(ticks))
-    return neuron.run(max_windows=1)
-
-
-def records(rt, event: str) -> list[dict]:
-    lines = rt.metrics.path.read_text().splitlines() if rt.metrics.path.exists() else []
-    return [r for r in map(json.loads, lines) if r["event"] == event]
 
 
 def test_tree_shape():

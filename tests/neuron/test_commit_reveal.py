@@ -11,6 +11,7 @@ import functools
 import json
 
 import pytest
+from neuron_ticks import run_at
 
 import subnet.neuron.validator as validator_module
 from subnet.clock import ManualClock
@@ -22,11 +23,6 @@ from subnet.storage.keys import ObjectKind, object_key
 from subnet.wire import Expected, encode_envelope, envelope_header, verify_envelope
 from subnet.wire.commit import commit_digest
 from subnet.wire.payload import read_table
-
-
-def run_at(neuron, *ticks: int) -> int:
-    neuron.rt.clock = ManualClock(list(ticks))
-    return neuron.run(max_windows=1)
 
 
 def verdicts(validator) -> dict[str, str]:

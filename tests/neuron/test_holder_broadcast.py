@@ -7,9 +7,9 @@ from __future__ import annotations
 import functools
 
 import pytest
+from neuron_ticks import run_at
 
 import subnet.neuron.validator as validator_module
-from subnet.clock import ManualClock
 from subnet.compression import state_digest
 from subnet.data import random_sample_ids
 from subnet.neuron.holder import ModelHolder
@@ -17,11 +17,6 @@ from subnet.neuron.miner import Miner
 from subnet.neuron.validator import Validator
 from subnet.training import snapshot
 from subnet.versions import VersionPublisher
-
-
-def run_at(neuron, *ticks: int) -> int:
-    neuron.rt.clock = ManualClock(list(ticks))
-    return neuron.run(max_windows=1)
 
 
 def _uploads_and_scores(world, monkeypatch: pytest.MonkeyPatch) -> ModelHolder:

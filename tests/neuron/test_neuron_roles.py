@@ -8,12 +8,11 @@ miners train and upload on the ``grads`` lane, the validator scores them and rep
 from __future__ import annotations
 
 import functools
-import json
 
 import pytest
+from neuron_ticks import records, run_at
 
 import subnet.neuron.validator as validator_module
-from subnet.clock import ManualClock
 from subnet.config import ConfigError
 from subnet.data import random_sample_ids
 from subnet.neuron.commits import Sealed
@@ -22,16 +21,6 @@ from subnet.neuron.miner import Miner, Upload
 from subnet.neuron.validator import ScoreReport, Validator
 from subnet.storage.keys import ObjectKind, object_key
 from subnet.wire import envelope_header
-
-
-def run_at(neuron, *ticks: int) -> int:
-    neuron.rt.clock = ManualClock(list(ticks))
-    return neuron.run(max_windows=1)
-
-
-def records(rt, event: str) -> list[dict]:
-    lines = rt.metrics.path.read_text().splitlines() if rt.metrics.path.exists() else []
-    return [r for r in map(json.loads, lines) if r["event"] == event]
 
 
 def test_one_window_flows_through_every_role(world, monkeypatch):

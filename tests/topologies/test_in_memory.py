@@ -9,7 +9,6 @@ and signed objects), plus no failed window for anyone.
 from __future__ import annotations
 
 import functools
-import json
 import random
 import threading
 from collections.abc import Callable
@@ -17,6 +16,7 @@ from collections.abc import Callable
 import pytest
 import torch
 from lockstep import Lockstep  # noqa: I001 (tests/topologies is on sys.path under pytest)
+from neuron_ticks import records
 
 import subnet.neuron.validator as validator_module
 from subnet.config import WindowConfig
@@ -35,11 +35,6 @@ WINDOW = WindowConfig(blocks=BLOCKS, upload_deadline=4, report_deadline=6)
 REVEAL_WINDOW = WindowConfig(blocks=BLOCKS, upload_deadline=4, report_deadline=8)
 SMALL = {"workers": 2, "cohort": 2, "min_workers": 2, "inner_steps": 2, "local_steps": 2,
          "units_per_worker": 2, "target_loss": 0.0, "points": [0.001, 0.002]}  # fmt: skip
-
-
-def records(rt, event: str) -> list[dict]:
-    lines = rt.metrics.path.read_text().splitlines() if rt.metrics.path.exists() else []
-    return [r for r in map(json.loads, lines) if r["event"] == event]
 
 
 def roster_names(spec, values) -> dict[str, str]:
