@@ -110,18 +110,19 @@ def _uploads(args: argparse.Namespace, cfg: CompressionConfig, count: int) -> li
 
 
 def _verified(
-    blobs: list[bytes], compressor, shapes, measured: list | None = None
+    blobs: list[bytes], compressor, shapes, measure=None, measured: list | None = None
 ) -> list[dict[str, torch.Tensor]]:
     """Verify each envelope and its payload as ``collect_uploads`` does; return the payloads.
-    With ``measured`` (a list to fill) each payload is validated by ``Compressor.measure``, as
-    the validator's collect does, and its ``(support, norm)`` appended."""
+    With ``measure`` (``payload -> anything``; it validates, as the validator's does) each
+    payload is read by it instead of ``validate`` and what it returns appended to
+    ``measured``."""
     out = []
     for i, blob in enumerate(blobs):
         expected = Expected(RUN, WINDOW, ObjectKind.GRADIENT, _keypair(i).ss58_address,
                             base_version=BASE)  # fmt: skip
         envelope = verify_envelope(blob, expected, None, max_bytes=MAX_BYTES)
-        if measured is not None:
-            measured.append(compressor.measure(envelope.tensors, shapes))
+        if measure is not None and measured is not None:
+            measured.append(measure(envelope.tensors))
         elif compressor.validate(envelope.tensors, shapes) is not None:
             raise ValueError("synthetic upload failed validation")
         out.append(envelope.tensors)

@@ -5,7 +5,8 @@ One window of ``--preset`` in a fresh process, as ``Validator`` spends it, each 
 
 * **collect**: every upload's envelope verified and its payload checked, its support and norm
   read in the same parse (``Compressor.measure``, as the validator's collect does);
-* **screens**: every upload's copy fingerprint and the matches against the recent windows;
+* **screens**: the matches of every upload's copy fingerprint (taken in the collect) against
+  the recent windows, and the validator's sample;
 * **scoring**: the window's shared reference (the clipped mean of at most ``COMMON_MOST``
   uploads) and the ``scoring.evaluations`` uploads the validator's sample holds (the
   protocol's ``eval_samples`` own and random samples, through
@@ -87,14 +88,19 @@ def validator_total_job(
     memory = PeakMemory()
     memory.start()
     t0 = time.perf_counter()
-    supports_and_norms: list = []
-    payloads = verified(blobs, compressor, shapes, supports_and_norms)
+    log = FingerprintLog(p.scoring.history_windows)
+
+    def measure(payload):  # as the validator's assessor: the fingerprint kept, not the support
+        support, norm = compressor.measure(payload, shapes)
+        return log.of(support), norm
+
+    prints_and_norms: list = []
+    payloads = verified(blobs, compressor, shapes, measure, prints_and_norms)
     t1 = time.perf_counter()
     names = [str(i) for i in range(len(payloads))]
-    log = FingerprintLog(p.scoring.history_windows)
-    measured = dict(zip(names, supports_and_norms, strict=True))
+    measured = dict(zip(names, prints_and_norms, strict=True))
     norms = {n: norm for n, (_, norm) in measured.items()}
-    prints = {n: log.of(support) for n, (support, _) in measured.items()}
+    prints = {n: fingerprint for n, (fingerprint, _) in measured.items()}
     find_matches(7, prints, log.recent(7), p.scoring)
     deltas = _Lazy(compressor, dict(zip(names, payloads, strict=True)), shapes)
     sample = evaluated("beacon", "run", "grads", 7, names, (), ["v"], "v", p.scoring.evaluations)
