@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 import torch
 from loguru import logger
 
-from ..compression import ErrorFeedback, build_compressor
+from ..compression import build_compressor
 from ..data import sample_receipt
 from ..storage.keys import ObjectKind
 from ..training.trainer import Trainer
@@ -48,7 +48,7 @@ from .lines import Line, build_lines, lines_state, load_lines, stream_of
 from .pacer import Pacer, WindowSkipped  # noqa: F401 (WindowSkipped: re-exported)
 from .replay_claim import ReplayClaim, stated_threads
 from .replica import Replica
-from .reveals import Reveals
+from .reveals import Reveals, write_update
 from .rules import DATA_CHECKS, DATA_RULES, STOP_RULES
 from .runtime import Runtime
 from .steps import Action, MixParams, ReduceParams, Step, StepParams, TrainParams
@@ -139,16 +139,6 @@ class Miner(BaseNeuron):
     def replay_class(self, replay_class: str | None) -> None:
         self.claim.replay_class = replay_class
 
-    @property
-    def coverage(self) -> dict[str, tuple[str, ...]]:
-        """Validator -> the classes its notice covers, as read."""
-        return self.claim.coverage
-
-    @property
-    def told(self) -> bool | None:
-        """Whether a validator covers this miner's class, as last said."""
-        return self.claim.told
-
     def assigned(self, rule: str, window: int) -> Callable[[str], list[int]]:
         """``hotkey -> sample ids`` of ``window`` by data rule ``rule`` (a line's own, or the
         plan's for the members whose updates a tree node reduces)."""
@@ -158,16 +148,6 @@ class Miner(BaseNeuron):
     def replica(self) -> Replica:
         """The current line's model (the one a later step of the window, reduce or mix, uses)."""
         return self.line.replica
-
-    @property
-    def ef(self) -> ErrorFeedback:
-        """The current line's error feedback."""
-        return self.line.ef
-
-    @property
-    def optimizer(self) -> torch.optim.Optimizer:
-        """The current line's inner optimizer."""
-        return self.line.optimizer
 
     def replica_of(self, step: Step) -> Replica:
         """The model ``step`` starts from (its model lane's line)."""
@@ -215,20 +195,12 @@ class Miner(BaseNeuron):
         return sealed if self.send_reveal(sealed) else None
 
     def send_reveal(self, sealed: Sealed) -> bool:
-        """Write a committed upload; on a storage failure keep it to try again next tick."""
+        """Write a committed upload (``reveals.py``); False: kept to try again next tick."""
         return self.reveals.send(sealed)
 
     def answer_checks(self, window: int, offset: int) -> None:
         """Answer the checks validators named this miner for (``check_answers.py``)."""
-        self.answers.answer(window, offset, self._unrevealed, self.claim)
-
-    def _unrevealed(self, lane: str, window: int) -> bool:
-        """Whether the upload of ``window`` on ``lane`` is committed to and not yet revealed."""
-        return lane in self.sealed and self.sealed[lane].window == window
-
-    def tell_coverage(self) -> None:
-        """Say whether a validator covers this miner's class (``replay_claim.py``)."""
-        self.claim.tell()
+        self.answers.answer(window, offset, self.reveals.unrevealed, self.claim)
 
     reduce = reduce
     mix = mix
@@ -309,15 +281,7 @@ class Miner(BaseNeuron):
             result.key = sealed.key
             self.pacer.uploaded(window)  # the commit is what the deadline is for
             return
-        key, written = self.rt.outbox(lane).publish(
-            ObjectKind.GRADIENT,
-            window,
-            result.payload,
-            metadata=result.metadata,
-            base_version=self.replica.version,
-        )
-        result.key = key
-        logger.info("uploaded {} ({})", key, "new" if written else "already there")
+        result.key = write_update(self.rt, window, result, self.replica.version, lane)
         self.log_train()
         self.pacer.uploaded(window)  # warns and records when it landed late
 

@@ -1,4 +1,5 @@
-"""A miner's commit-reveal uploads: committed to before the deadline, revealed after it.
+"""A miner's uploads going out: written once, or committed to before the deadline and revealed
+after it.
 
 On a commit-reveal lane ``train`` seals the signed upload (``commits.py``), keeps it here and
 in the state file before any commit to it goes out (a restart reveals these very bytes), and
@@ -16,6 +17,7 @@ import torch
 from loguru import logger
 
 from ..storage.base import StorageError
+from ..storage.keys import ObjectKind
 from .commits import Sealed, seal, write_commit, write_reveal
 from .runtime import Runtime
 from .upload import Upload
@@ -33,6 +35,10 @@ class Reveals:
         """The upload committed to on ``lane`` for ``window``, if not yet revealed."""
         sealed = self.sealed.get(lane or "")
         return sealed if sealed is not None and sealed.window == window else None
+
+    def unrevealed(self, lane: str, window: int) -> bool:
+        """Whether the upload of ``window`` on ``lane`` is committed to and not yet revealed."""
+        return lane in self.sealed and self.sealed[lane].window == window
 
     def due(self, window: int) -> list[Sealed]:
         """Reveals owed: a failed one, or one a stall or restart let pass ``window``."""
@@ -84,3 +90,19 @@ class Reveals:
             for lane, m in meta.get("sealed", {}).items()
             if f"sealed:{lane}" in tensors
         }
+
+
+def write_update(
+    rt: Runtime, window: int, upload: Upload, version: int | None, lane: str | None
+) -> str:
+    """Sign and write ``upload`` once to this node's bucket on ``lane`` (no commit before it);
+    its key."""
+    key, written = rt.outbox(lane).publish(
+        ObjectKind.GRADIENT,
+        window,
+        upload.payload,
+        metadata=upload.metadata,
+        base_version=version,
+    )
+    logger.info("uploaded {} ({})", key, "new" if written else "already there")
+    return key
