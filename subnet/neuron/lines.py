@@ -15,6 +15,7 @@ on a topology.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -27,6 +28,7 @@ from .actions.sweep import point_of, point_stream
 from .bindings import inner_config
 from .replica import Replica
 from .runtime import Runtime
+from .state import load_optimizer_state, optimizer_state, prefixed, unprefixed
 
 
 @dataclass
@@ -55,6 +57,58 @@ class Line:
         self.fresh_optimizer()
         self.ef = ErrorFeedback(ef_decay)
         self.state_window = None
+
+    def state_dict(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        """The model at its version (a gossip worker's own mixed model), the error feedback and
+        the inner optimizer: a record, and tensors under ``model/``, ``ef/`` and ``adamw/``."""
+        groups, moments = optimizer_state(self.optimizer)
+        tensors = {
+            **prefixed(self.replica.state or {}, "model"),
+            **prefixed(self.ef.state_dict(), "ef"),
+            **prefixed(moments, "adamw"),
+        }
+        record = {
+            "version": self.replica.version,
+            "adamw_groups": groups,
+            "state_window": self.state_window,
+        }
+        return record, tensors
+
+    def load_state_dict(self, record: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
+        """Load what :meth:`state_dict` saved."""
+        self.replica.restore(record.get("version"), unprefixed(tensors, "model"))
+        self.ef.load_state_dict(unprefixed(tensors, "ef"))
+        groups = record.get("adamw_groups", [])
+        load_optimizer_state(self.optimizer, groups, unprefixed(tensors, "adamw"))
+        window = record.get("state_window")
+        self.state_window = None if window is None else int(window)
+
+
+def lines_state(lines: dict[str, Line]) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """Every line's state: the first line's record at the top and its tensors unprefixed (a
+    one-model state file), each other's under ``lines`` and its tensors behind ``<stream>:``."""
+    meta: dict[str, Any] = {"lines": {}}
+    tensors: dict[str, torch.Tensor] = {}
+    for i, (stream, line) in enumerate(lines.items()):
+        record, own = line.state_dict()
+        head = "" if i == 0 else f"{stream}:"
+        tensors |= {head + name: tensor for name, tensor in own.items()}
+        if i == 0:
+            meta |= record
+        else:
+            meta["lines"][stream] = record
+    return meta, tensors
+
+
+def load_lines(
+    lines: dict[str, Line], meta: dict[str, Any], tensors: dict[str, torch.Tensor]
+) -> None:
+    """Load what :func:`lines_state` saved."""
+    for i, (stream, line) in enumerate(lines.items()):
+        head = "" if i == 0 else f"{stream}:"
+        record = meta if i == 0 else meta.get("lines", {}).get(stream, {})
+        own = {k[len(head) :]: v for k, v in tensors.items() if k.startswith(head)}
+        line.load_state_dict(record, own)
 
 
 def model_lane(rt: Runtime, step: StepPlan, slot) -> str:

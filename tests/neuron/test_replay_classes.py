@@ -57,8 +57,8 @@ def test_an_upload_states_its_class_and_the_notice_what_its_validator_covers(
     assert m1.replay_class == mine
     assert validator.checker.book.covers == tuple(str(c) for c in covered("cpu"))
     assert validator.checker.book.covers[0] == mine
-    assert m1.coverage == {validator.rt.hotkey: validator.checker.book.covers}
-    assert m1.told is True  # "a validator checks class ..."
+    assert m1.claim.coverage == {validator.rt.hotkey: validator.checker.book.covers}
+    assert m1.claim.told is True  # "a validator checks class ..."
 
 
 def test_a_class_no_validator_covers_is_never_checked_banned_or_paid(
@@ -83,7 +83,7 @@ def test_a_class_no_validator_covers_is_never_checked_banned_or_paid(
     dropped = [c["window"] for c in checks if c["reason"] == "not_covered"]
     assert dropped == [0]
     assert m1.rt.hotkey in validator.checker.verified
-    assert liar.told is False  # the miner was told, in one line, that nobody covers it
+    assert liar.claim.told is False  # the miner was told, in one line, that nobody covers it
 
 
 def test_a_verified_sender_that_changes_class_starts_over(world_with, monkeypatch) -> None:

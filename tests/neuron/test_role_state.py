@@ -137,3 +137,26 @@ def test_every_room_role_restores_what_it_saved(world_with, room):
     lead.save()
     for role in (lead, workers[0]):
         check_round_trip(role)
+
+
+# The miner's state file keys, as miners before its split into parts wrote them (the first
+# model line unprefixed, the others under ``lines``; committed uploads; held error feedback).
+MINER_KEYS = {"version", "adamw_groups", "state_window", "lines", "sealed", "held"}
+
+
+def test_the_miner_state_keeps_its_keys(world, monkeypatch):
+    miner = next(r for r in subnet_window(world, monkeypatch) if r.role == "miner")
+    run_at(miner, 12)  # commits window 1: a sealed upload in the state
+    meta, tensors = miner.state()
+    assert set(meta) == MINER_KEYS
+    assert meta["lines"] == {} and set(meta["sealed"]) == {"grads"}
+    assert [(h["lane"], h["window"]) for h in meta["held"]] == [("grads", 0), ("grads", 1)]
+    heads = {name.split("/")[0].split(":")[0] for name in tensors}
+    assert heads == {"model", "ef", "adamw", "sealed", "held"}
+    assert "sealed:grads" in tensors and any(n.startswith("held:grads:1:") for n in tensors)
+    twin = Miner(miner.rt)
+    twin.setup()
+    saved = json.loads(json.dumps(meta))  # as read back from the file
+    twin.restore(saved, tensors)
+    again, again_tensors = twin.state()
+    assert json.loads(json.dumps(again)) == saved and set(again_tensors) == set(tensors)
