@@ -191,13 +191,13 @@ class ModelHolder(BaseNeuron):
         caught, the trainers admitted and the sweep points' lines."""
         meta, tensors = line_record(self.own)  # also while a sweep point's line is merged
         points_meta, points = self.points.state()
-        meta |= {"caught": self.caught.state(), "admitted": self.admitted, **points_meta}
+        meta |= {"caught": self.caught.state_dict(), "admitted": self.admitted, **points_meta}
         return meta, tensors | points
 
     def restore(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
         """Load what :meth:`state` saved."""
         self.own.load_state_dict(line_state(meta, tensors))
-        self.caught.restore(meta.get("caught", {}))
+        self.caught.load_state_dict(meta.get("caught", {}))
         admitted = meta.get("admitted")
         self.admitted = None if admitted is None else [str(hk) for hk in admitted]
         self.points.restore(meta, tensors)
