@@ -7,7 +7,7 @@ copy to find. Each is a signed envelope, verified on the way in as the neurons d
 (``subnet.wire.verify_envelope``, then the compressor's payload check).
 
 * **holder**: verify every upload, merge them (the protocol's aggregation: median-norm clipping,
-  then the mean) and take the protocol's outer step, as ``ModelHolder.step`` does.
+  then the mean) and take the protocol's outer step, as the holder's merge (``subnet.neuron.merger``) does.
 * **validator**: verify every upload, evaluate each (loss on ``--eval-samples`` samples before
   and after ``theta - delta``, plus random samples, in the miners' micro-batches), and check for
   copies against this window and the ``scoring.history_windows`` windows before it, whose

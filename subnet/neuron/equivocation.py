@@ -64,13 +64,13 @@ class Caught:
         done = set(hotkeys)
         self.pending = {hk: c for hk, c in self.pending.items() if hk not in done}
 
-    def state(self) -> dict[str, list]:
-        """What the holder's state file keeps."""
+    def state_dict(self) -> dict[str, list]:
+        """What the holder's state file keeps (under ``caught``)."""
         return {hk: list(c) for hk, c in self.pending.items()}
 
-    def restore(self, meta: Mapping[str, Any]) -> None:
-        """Load what :meth:`state` saved."""
-        self.pending = {str(hk): (int(w), int(n), str(seal)) for hk, (w, n, seal) in meta.items()}
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Load what :meth:`state_dict` returned."""
+        self.pending = {str(hk): (int(w), int(n), str(seal)) for hk, (w, n, seal) in state.items()}
 
 
 class Equivocations:

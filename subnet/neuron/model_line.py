@@ -10,15 +10,17 @@ goes out with the next version. A holder holds one line of its own and one per s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from ..training import snapshot
+from ..training import load_parameters, snapshot
 from ..training.guard import PersistenceGuard
 from ..versions import VersionPublisher
 from ..versions.delta import Resparsifier, SparseDelta
+from .state import prefixed, unprefixed
 
 
 @dataclass
@@ -36,7 +38,7 @@ class ModelLine:
     guard: PersistenceGuard | None = None  # the persistence guard's memory (own line only)
 
     def state_dict(self) -> dict[str, Any]:
-        """What a restart needs of the line (the holder files it under its own names)."""
+        """What a restart needs of the line (:func:`line_record` files it in the state file)."""
         delta = self.pending_delta
         return {
             "model": snapshot(self.model),
@@ -47,6 +49,56 @@ class ModelLine:
             "delta": None if delta is None else (delta[0], dict(delta[1].payload)),
             "guard": None if self.guard is None else self.guard.state_dict(),
         }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Load what :meth:`state_dict` returned (a part it holds as None or empty is kept)."""
+        self.version, self.unpublished = state.get("version"), state.get("unpublished")
+        if state.get("model"):
+            load_parameters(self.model, state["model"])
+        self.outer.load_state_dict(state.get("outer") or {})
+        if self.guard is not None and state.get("guard") is not None:
+            self.guard.load_state_dict(state["guard"])
+        if self.broadcast is not None:
+            self.broadcast.load_state_dict(state.get("broadcast") or {})
+            if state.get("delta") is not None:
+                window, payload = state["delta"]
+                self.pending_delta = (window, SparseDelta(self.broadcast.codec, payload))
+
+
+def line_record(line: ModelLine, tag: str = "") -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """The line's :meth:`~ModelLine.state_dict` under the state file's names: a JSON record
+    (``version``, ``unpublished``; ``guard_seed``, ``delta_window`` where it holds them) and
+    tensors (``model/``, ``outer/``; ``guard/``, ``broadcast/``, ``delta/``), each tensor name
+    led by ``tag`` (a sweep point's ``p1:``)."""
+    state = line.state_dict()
+    meta = {"version": state["version"], "unpublished": state["unpublished"]}
+    tensors = {**prefixed(state["model"], tag + "model"), **prefixed(state["outer"], tag + "outer")}
+    if state["guard"] is not None:  # the persistence guard: its secret sketch and memory
+        meta["guard_seed"] = state["guard"]["seed"]
+        tensors |= prefixed(state["guard"]["memory"], tag + "guard")
+    if state["broadcast"] is not None:  # its error feedback, and a delta not yet published
+        tensors |= prefixed(state["broadcast"], tag + "broadcast")
+        if state["delta"] is not None:
+            meta["delta_window"] = state["delta"][0]
+            tensors |= prefixed(state["delta"][1], tag + "delta")
+    return meta, tensors
+
+
+def line_state(
+    meta: Mapping[str, Any], tensors: dict[str, torch.Tensor], tag: str = ""
+) -> dict[str, Any]:
+    """What :func:`line_record` filed, as :meth:`ModelLine.load_state_dict` takes it."""
+    seed, window = meta.get("guard_seed"), meta.get("delta_window")
+    guard = None if seed is None else {"seed": seed, "memory": unprefixed(tensors, tag + "guard")}
+    return {
+        "model": unprefixed(tensors, tag + "model"),
+        "outer": unprefixed(tensors, tag + "outer"),
+        "version": meta.get("version"),
+        "unpublished": meta.get("unpublished"),
+        "broadcast": unprefixed(tensors, tag + "broadcast"),
+        "delta": None if window is None else (window, unprefixed(tensors, tag + "delta")),
+        "guard": guard,
+    }
 
 
 class OnLine:

@@ -26,9 +26,8 @@ from .actions.grants import trainers
 from .actions.sweep import assign_points, point_stream
 from .context import PointHolder
 from .merge_result import MergeResult
-from .model_line import ModelLine
+from .model_line import ModelLine, line_record, line_state
 from .rules import OUTER_RULES
-from .state import prefixed, unprefixed
 
 
 def sweep_points(slot: SlotPlan) -> list[float]:
@@ -131,17 +130,12 @@ class Points:
         """Per point: the model, the outer optimizer's state, the last and pending version."""
         meta, tensors = {}, {}
         for i, line in self.lines.items():
-            meta[str(i)] = {"version": line.version, "unpublished": line.unpublished}
-            tensors |= prefixed(snapshot(line.model), f"p{i}:model")
-            tensors |= prefixed(line.outer.state_dict(), f"p{i}:outer")
+            meta[str(i)], own = line_record(line, f"p{i}:")
+            tensors |= own
         return {"points": meta}, tensors
 
     def restore(self, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
         """Load what :meth:`state` saved."""
         for i, line in self.lines.items():
             record = meta.get("points", {}).get(str(i), {})
-            line.version, line.unpublished = record.get("version"), record.get("unpublished")
-            model = unprefixed(tensors, f"p{i}:model")
-            if model:
-                load_parameters(line.model, model)
-            line.outer.load_state_dict(unprefixed(tensors, f"p{i}:outer"))
+            line.load_state_dict(line_state(record, tensors, f"p{i}:"))

@@ -34,7 +34,7 @@ def test_the_holder_names_the_most_contradicted_senders_first_and_keeps_the_rest
     caught.named(named)
     assert len(caught.pending) == 41 - MAX_EQUIVOCATIONS  # the rest wait for the next version
     again = Caught()
-    again.restore(caught.state())
+    again.load_state_dict(caught.state_dict())
     assert again.pending == caught.pending
     again.add(3 + KEEP_WINDOWS - 1, {}, {})
     assert len(again.pending) == 41 - MAX_EQUIVOCATIONS  # still checkable

@@ -160,3 +160,26 @@ def test_the_miner_state_keeps_its_keys(world, monkeypatch):
     twin.restore(saved, tensors)
     again, again_tensors = twin.state()
     assert json.loads(json.dumps(again)) == saved and set(again_tensors) == set(tensors)
+
+
+# The holder's state file keys, as holders before its split into components wrote them: its own
+# model line's record at the top level (the persistence guard's seed and memory with it), then
+# the caught senders, the admitted and the points. (Plain SGD, the default outer step, keeps no
+# tensors under "outer/"; the sparse broadcast keeps its error feedback under "broadcast/".)
+HOLDER_KEYS = {"version", "unpublished", "guard_seed", "caught", "admitted", "points"}
+
+
+def test_the_holder_state_keeps_its_keys(world, monkeypatch):
+    holder = next(r for r in subnet_window(world, monkeypatch) if r.role == "holder")
+    meta, tensors = holder.state()
+    assert set(meta) == HOLDER_KEYS and meta["version"] == holder.own.version == 1
+    assert {name.split("/", 1)[0] for name in tensors} == {"model", "guard", "broadcast"}
+    assert {name.split("/", 1)[1] for name in tensors if name.startswith("model/")} == set(
+        holder.model.state_dict()
+    )
+    twin = ModelHolder(holder.rt)
+    twin.setup()
+    saved = json.loads(json.dumps(meta))  # as read back from the file
+    twin.restore(saved, tensors)
+    assert json.loads(json.dumps(twin.state()[0])) == saved
+    assert all(torch.equal(t, tensors[k]) for k, t in twin.state()[1].items())
