@@ -226,28 +226,32 @@ def build_parser(
     flags = sorted(iter_flags(model), key=lambda f: _section_rank(_section(f)))
     groups: dict[str, argparse._ArgumentGroup] = {}
     for flag in flags:
-        default = ",".join(map(str, flag.default)) if flag.kind is tuple else flag.default
-        choices = f"; one of {', '.join(map(str, flag.choices))}" if flag.choices else ""
-        text = f"{flag.help} (default: {default}{choices}; env {flag.env})".replace("%", "%%")
-        if shown is not None and not flag.name.startswith(shown):
-            text = argparse.SUPPRESS
         section = _section(flag)
         if section not in groups:
             title = {"protocol": PROTOCOL_TITLE, "node": node_title}.get(section, section)
             groups[section] = parser.add_argument_group(title)
-        group = groups[section]
-        if flag.kind is bool:
-            group.add_argument(
-                f"--{flag.name}", action=argparse.BooleanOptionalAction, default=None, help=text
-            )
-        else:
-            metavar = flag.name.rsplit(".", 1)[-1].upper()
-            # A list setting may be repeated (--param a=1 --param b=2) or comma-separated.
-            action = "append" if flag.kind is tuple else "store"
-            group.add_argument(
-                f"--{flag.name}", default=None, metavar=metavar, help=text, action=action
-            )
+        _add_flag(groups[section], flag, shown)
     return parser
+
+
+def _add_flag(group: argparse._ArgumentGroup, flag: Flag, shown: tuple[str, ...] | None) -> None:
+    """Add one setting's flag to its group, its help hidden unless ``shown`` names it."""
+    default = ",".join(map(str, flag.default)) if flag.kind is tuple else flag.default
+    choices = f"; one of {', '.join(map(str, flag.choices))}" if flag.choices else ""
+    text = f"{flag.help} (default: {default}{choices}; env {flag.env})".replace("%", "%%")
+    if shown is not None and not flag.name.startswith(shown):
+        text = argparse.SUPPRESS
+    if flag.kind is bool:
+        group.add_argument(
+            f"--{flag.name}", action=argparse.BooleanOptionalAction, default=None, help=text
+        )
+    else:
+        metavar = flag.name.rsplit(".", 1)[-1].upper()
+        # A list setting may be repeated (--param a=1 --param b=2) or comma-separated.
+        action = "append" if flag.kind is tuple else "store"
+        group.add_argument(
+            f"--{flag.name}", default=None, metavar=metavar, help=text, action=action
+        )
 
 
 def _protocol_help(prog: str, description: str, model: type[BaseModel]) -> str:

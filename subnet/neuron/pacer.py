@@ -126,6 +126,12 @@ class Pacer:
             if paced.stopped != "abandoned":
                 return paced
             replica.reset()  # the steps taken are discarded with the window
+        raise self._skipped(window, inner, left, margin)
+
+    def _skipped(
+        self, window: int, inner: InnerConfig, left: float, margin: float
+    ) -> WindowSkipped:
+        """Log the ``window_skipped`` record, with the numbers; the error for ``train`` to raise."""
         detail = (
             f"even {inner.least_steps()} steps (the protocol's minimum) would be late: "
             f"{explain(self.seconds_to_deadline(window), self.pace, margin)}"
@@ -139,7 +145,7 @@ class Pacer:
             step_seconds=self.pace.step_s,
             block_seconds=round(self.blocks.seconds_per_block(), 3),
         )
-        raise WindowSkipped(f"skipped rather than upload late: {detail}")
+        return WindowSkipped(f"skipped rather than upload late: {detail}")
 
     def uploaded(self, window: int) -> None:
         """Record how the upload landed against the deadline; warn, with numbers, if late."""

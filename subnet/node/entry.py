@@ -19,6 +19,7 @@ from ..kernels import pin, replay_warning
 from ..verify.classes import deterministic
 
 if TYPE_CHECKING:
+    from ..config import BeamConfig
     from ..neuron.base import BaseNeuron
 
 # Role -> (module, class, the script a person runs).
@@ -88,6 +89,25 @@ def hold_threads() -> None:
         )
 
 
+def _set_up_compute(cfg: BeamConfig, name: str, differ: list[str]) -> None:
+    """Set torch's threads for the role, and say whether its kernels replay as a check needs."""
+    import torch
+
+    node = cfg.node
+    if node.neuron.threads:
+        torch.set_num_threads(node.neuron.threads)
+    elif name == "miner" and not node.room and cfg.protocol.scoring.checks:
+        hold_threads()
+    if node.neuron.device == "cpu" and cfg.protocol.scoring.checks:
+        why = replay_warning(torch.backends.cpu.get_cpu_capability(), differ)
+        if why:
+            logger.warning("{}: {}", name, why)
+    elif cfg.protocol.scoring.checks:  # a GPU: its replay class is deterministic or nothing
+        settings = deterministic(node.neuron.device)
+        if settings:
+            logger.info("{}: deterministic {} ({})", name, node.neuron.device, ", ".join(settings))
+
+
 def run_role(role: type[BaseNeuron] | str, description: str, argv: list[str] | None = None) -> int:
     """Parse flags, build the runtime, run the role until a signal or ``--neuron.max_windows``.
 
@@ -108,8 +128,6 @@ def run_role(role: type[BaseNeuron] | str, description: str, argv: list[str] | N
             return 1
 
     def start(cfg, differ: list[str]) -> int:
-        import torch
-
         from ..logs import setup_logging
         from ..preflight import preflight
         from ..training.distributed import launch, rank_suffix
@@ -119,20 +137,7 @@ def run_role(role: type[BaseNeuron] | str, description: str, argv: list[str] | N
         log, node = cfg.node.logging, cfg.node
         label = f"{name}-{node.wallet.name}-{node.wallet.hotkey}{rank_suffix()}"
         setup_logging(debug=log.debug, trace=log.trace, log_dir=log.dir, node=label)
-        if node.neuron.threads:
-            torch.set_num_threads(node.neuron.threads)
-        elif name == "miner" and not node.room and cfg.protocol.scoring.checks:
-            hold_threads()
-        if node.neuron.device == "cpu" and cfg.protocol.scoring.checks:
-            why = replay_warning(torch.backends.cpu.get_cpu_capability(), differ)
-            if why:
-                logger.warning("{}: {}", name, why)
-        elif cfg.protocol.scoring.checks:  # a GPU: its replay class is deterministic or nothing
-            settings = deterministic(node.neuron.device)
-            if settings:
-                logger.info(
-                    "{}: deterministic {} ({})", name, node.neuron.device, ", ".join(settings)
-                )
+        _set_up_compute(cfg, name, differ)
         cls = role_class(role) if isinstance(role, str) else role
         with launch(cfg.node.parallel, node.neuron.device, cfg.protocol.inner.micro_batch) as group:
             if group is not None and not group.is_main:

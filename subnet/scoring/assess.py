@@ -296,46 +296,80 @@ def assess_window(
     deltas = AsMerged(deltas, norms, twins, standing)
     base_rand = probe.losses(None, random_ids)
     reference_of = references(deltas, twins, deltas.norms, rng)
-    rand_gains: dict[str, tuple[list[float], list[float]]] = {}
+    rand_gains: dict[str, _RandomGains] = {}
     specs: dict[str, Specificity] = {}
     evaluations = []
     for hk in sorted(deltas if measured is None else set(deltas) & set(measured)):
-        ids, reference, delta = own_ids[hk], reference_of(hk), deltas[hk]
-        base, after = probe.losses(None, ids), probe.losses(delta, ids)
-        after_rand = probe.losses(delta, random_ids)
-        heldout = (
-            (_mean(probe.losses(None, heldout_ids)), _mean(probe.losses(delta, heldout_ids)))
-            if heldout_ids
-            else (None, None)
+        ids, reference = own_ids[hk], reference_of(hk)
+        evaluation, specs[hk], rand_gains[hk] = _measure_upload(
+            probe, deltas, hk, ids, reference, random_ids, base_rand, heldout_ids
         )
-        del delta  # one decoded upload alive at a time
-        rand_gains[hk] = (
-            relative_gains(base_rand, after_rand),
-            _gains_of(probe, reference, random_ids),
-        )
-        specs[hk] = specificity(
-            relative_gains(base, after), _gains_of(probe, reference, ids), *rand_gains[hk]
-        )
-        evaluations.append(
-            Evaluation(
-                hk,
-                _mean(base),
-                _mean(after),
-                _mean(base_rand),
-                _mean(after_rand),
-                specs[hk],
-                1.0,
-                *heldout,
-                scale=deltas.scales[hk],
-            )
-        )
+        evaluations.append(evaluation)
     fits: dict[Match, tuple[float, float]] = {}
     for m in matches:
         if m.hotkey not in specs or match_ids is None:
             continue
-        ids, reference = match_ids(m), reference_of(m.hotkey)
-        upload = relative_gains(probe.losses(None, ids), probe.losses(deltas[m.hotkey], ids))
-        other = specificity(upload, _gains_of(probe, reference, ids), *rand_gains[m.hotkey])
-        own = specs[m.hotkey]
-        fits[m] = (own.mean, other.mean, math.sqrt(own.se**2 + other.se**2))
+        fits[m] = _match_fit(probe, deltas, m, match_ids(m), reference_of, specs, rand_gains)
     return evaluations, fits
+
+
+# An upload's relative gains on the random samples, and its reference's on the same samples.
+_RandomGains = tuple[list[float], list[float]]
+
+
+def _measure_upload(
+    probe: WindowProbe,
+    deltas: AsMerged,
+    hk: str,
+    ids: Sequence[int],
+    reference: tuple[str, Delta | None],
+    random_ids: Sequence[int],
+    base_rand: list[float],
+    heldout_ids: Sequence[int],
+) -> tuple[Evaluation, Specificity, _RandomGains]:
+    """One upload's evaluation, own-data specificity and random-data gains, with one decoded
+    upload alive at a time."""
+    delta = deltas[hk]
+    base, after = probe.losses(None, ids), probe.losses(delta, ids)
+    after_rand = probe.losses(delta, random_ids)
+    heldout = (
+        (_mean(probe.losses(None, heldout_ids)), _mean(probe.losses(delta, heldout_ids)))
+        if heldout_ids
+        else (None, None)
+    )
+    del delta  # one decoded upload alive at a time
+    rand_gains = (
+        relative_gains(base_rand, after_rand),
+        _gains_of(probe, reference, random_ids),
+    )
+    spec = specificity(relative_gains(base, after), _gains_of(probe, reference, ids), *rand_gains)
+    evaluation = Evaluation(
+        hk,
+        _mean(base),
+        _mean(after),
+        _mean(base_rand),
+        _mean(after_rand),
+        spec,
+        1.0,
+        *heldout,
+        scale=deltas.scales[hk],
+    )
+    return evaluation, spec, rand_gains
+
+
+def _match_fit(
+    probe: WindowProbe,
+    deltas: AsMerged,
+    m: Match,
+    ids: Sequence[int],
+    reference_of: Callable[[str], tuple[str, Delta | None]],
+    specs: Mapping[str, Specificity],
+    rand_gains: Mapping[str, _RandomGains],
+) -> tuple[float, float, float]:
+    """``(own, other, se)`` for one match: the upload's fit to its own samples against its fit
+    to ``ids``, the matched source's samples."""
+    reference = reference_of(m.hotkey)
+    upload = relative_gains(probe.losses(None, ids), probe.losses(deltas[m.hotkey], ids))
+    other = specificity(upload, _gains_of(probe, reference, ids), *rand_gains[m.hotkey])
+    own = specs[m.hotkey]
+    return (own.mean, other.mean, math.sqrt(own.se**2 + other.se**2))

@@ -196,13 +196,27 @@ def window_score(
         a, r = _gains(ev)
         score = ev.specific.proven(cfg.proof_z) + cfg.unproven_credit * min(a, r)
     fraction = min(1.0, max(0.0, ev.fraction))
+    credit = _credit(ev, cfg, r, r_reference, h_reference, record)
+    return score * credit * fraction
+
+
+def _credit(
+    ev: Evaluation,
+    cfg: ScoringConfig,
+    r: float,
+    r_reference: float | None,
+    h_reference: float | None,
+    record: Sequence[float],
+) -> float:
+    """The factor the harm checks (random data, held-out data) and the track record leave: the
+    smallest of them."""
     credit = usefulness(r, r_reference, cfg.harm_tolerance)
     h = ev.heldout_gain()
     if h is not None:
         credit = min(credit, usefulness(h, h_reference, cfg.harm_tolerance))
     if cfg.record_windows > 0:
         credit = min(credit, record_credit(record, cfg.record_full, cfg.record_floor))
-    return score * credit * fraction
+    return credit
 
 
 def random_reference(

@@ -167,6 +167,29 @@ class VersionPublisher:
                 return committed
             # Committed with another model: never write under a committed version.
             raise PublishError("conflict", f"version {version} is already committed")
+        self._write_objects(state, version, previous, delta, full)
+        commit_once(
+            self.store,
+            layout.manifest_key(self.run, holder, version, self.lane),
+            encode_manifest(self.signer, self.run, manifest, pointer=False, lane=self.lane),
+            layout.expect_manifest(self.run, holder, version, self.lane),
+            max_bytes=layout.MANIFEST_MAX_BYTES,
+        )
+        # Last: once the pointer names this version, everything it relies on is in place.
+        self._write_pointer(manifest)
+        return manifest
+
+    def _write_objects(
+        self,
+        state: dict[str, Tensor],
+        version: int,
+        previous: _Head | None,
+        delta: SparseDelta | None,
+        full: bool,
+    ) -> None:
+        """Write what the manifest will point at: the delta, else the patch from the previous
+        version, and the full checkpoint when ``full``."""
+        holder = self.signer.ss58_address
         if delta is not None:
             key = layout.delta_key(self.run, holder, version, self.lane)
             expected = layout.expect_delta(self.run, holder, version, self.lane)
@@ -184,16 +207,6 @@ class VersionPublisher:
             key = layout.checkpoint_key(self.run, holder, version, self.lane)
             expected = layout.expect_checkpoint(self.run, holder, version, self.lane)
             self._write_orphan(key, expected, state)
-        commit_once(
-            self.store,
-            layout.manifest_key(self.run, holder, version, self.lane),
-            encode_manifest(self.signer, self.run, manifest, pointer=False, lane=self.lane),
-            layout.expect_manifest(self.run, holder, version, self.lane),
-            max_bytes=layout.MANIFEST_MAX_BYTES,
-        )
-        # Last: once the pointer names this version, everything it relies on is in place.
-        self._write_pointer(manifest)
-        return manifest
 
     def _write_pointer(self, manifest: ModelManifest) -> None:
         self.store.put(

@@ -78,6 +78,38 @@ def panel(run: Run) -> str:
         "total up",
         "total down",
     )
+    cells = _cells(run, rows)
+    th = "".join(
+        f"<th>{h}</th>" if i == 0 else f'<th class="n">{h}</th>' for i, h in enumerate(head)
+    )
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f'<td class="w">{c}</td>' if i == 0 else f'<td class="n">{c}</td>'
+            for i, c in enumerate(row)
+        )
+        + "</tr>"
+        for row in cells
+    )
+    note = (
+        "Everything each peer's storage client sent (up) and received (down), bodies and "
+        "header lines, from its metrics; per round is the mean over its records (a miner's "
+        "or validator's window, the holder's version); after the first leaves out each peer's first "
+        "record (dataset shards, the first checkpoint, the holder's initial model). DDP: what each worker sends, and "
+        "receives as much, all-reducing fp32 gradients every inner step over the round's "
+        "contributors."
+    )
+    checks = traffic.verification(run)
+    line = f'<p class="meta">{escape(checks[0].upper() + checks[1:])}</p>' if checks else ""
+    return (
+        f'<section class="panel"><h2>Bytes per peer per round</h2><table><thead><tr>{th}'
+        f"</tr></thead><tbody>{body}</tbody></table>{line}"
+        f'<p class="meta">{escape(note)}</p></section>'
+    )
+
+
+def _cells(run: Run, rows: list[traffic.RoleTraffic]) -> list[list[str]]:
+    """The table's cells: one row per role, then DDP's ring all-reduce where the run logs one."""
     cells = [
         [
             _what(r.role),
@@ -110,33 +142,7 @@ def panel(run: Run) -> str:
                 DASH,
             ]
         )
-    th = "".join(
-        f"<th>{h}</th>" if i == 0 else f'<th class="n">{h}</th>' for i, h in enumerate(head)
-    )
-    body = "".join(
-        "<tr>"
-        + "".join(
-            f'<td class="w">{c}</td>' if i == 0 else f'<td class="n">{c}</td>'
-            for i, c in enumerate(row)
-        )
-        + "</tr>"
-        for row in cells
-    )
-    note = (
-        "Everything each peer's storage client sent (up) and received (down), bodies and "
-        "header lines, from its metrics; per round is the mean over its records (a miner's "
-        "or validator's window, the holder's version); after the first leaves out each peer's first "
-        "record (dataset shards, the first checkpoint, the holder's initial model). DDP: what each worker sends, and "
-        "receives as much, all-reducing fp32 gradients every inner step over the round's "
-        "contributors."
-    )
-    checks = traffic.verification(run)
-    line = f'<p class="meta">{escape(checks[0].upper() + checks[1:])}</p>' if checks else ""
-    return (
-        f'<section class="panel"><h2>Bytes per peer per round</h2><table><thead><tr>{th}'
-        f"</tr></thead><tbody>{body}</tbody></table>{line}"
-        f'<p class="meta">{escape(note)}</p></section>'
-    )
+    return cells
 
 
 def _what(role: str) -> str:

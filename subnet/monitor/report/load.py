@@ -254,71 +254,13 @@ def _add(run: Run, r: dict[str, Any]) -> None:
     if hotkey and hotkey not in run.participants:
         run.participants[hotkey] = Participant(hotkey, hotkey[:8], role)
     event = r.get("event")
-    up, down = _int(r.get("bytes_up")), _int(r.get("bytes_down"))
-    if hotkey and (up is not None or down is not None):  # fields a later version may add
-        totals = run.traffic.setdefault(hotkey, [0, 0])
-        totals[0] += up or 0
-        totals[1] += down or 0
-        run.transfers.append(Transfer(hotkey, role, str(event), up or 0, down or 0))
-    if event in ("answered", "check") and (nbytes := _int(r.get("bytes"))):
-        entry = run.verification.setdefault(role, [0, 0])
-        entry[0] += nbytes
-        entry[1] += 1
+    _add_bytes(run, r, hotkey, role, event)
     if event == "version" and _int(r.get("version")) is not None:
-        contributors = _numbers(r.get("contributors"))
-        run.versions.append(
-            Version(
-                t,
-                _int(r.get("window"), -1),
-                _int(r.get("version"), 0),
-                _float(r.get("heldout_loss")),
-                contributors,
-                _int(r.get("bytes")),
-                _int(r.get("tokens")),
-                _int(r.get("reports")),
-                _int(r.get("ddp_bytes")),
-                _float(r.get("merge_seconds")),
-                _int(r.get("ddp_ring_bytes_per_worker")),
-                str(r.get("lane") or "model"),
-                hotkey,
-            )
-        )
+        run.versions.append(_version(r, t, hotkey))
     elif event == "train" and _int(r.get("window")) is not None:
-        run.trains.append(
-            Train(
-                t,
-                hotkey,
-                _int(r.get("window"), 0),
-                _int(r.get("steps")),
-                _int(r.get("tokens")),
-                _float(r.get("loss")),
-                _float(r.get("seconds")),
-                _float(r.get("sync_seconds")),
-                _int(r.get("bytes")),
-                _int(r.get("version")),
-            )
-        )
+        run.trains.append(_train(r, t, hotkey))
     elif event == "scores" and _int(r.get("window")) is not None:
-        verdicts = {
-            str(k): (str(v[0]), float(v[1]))
-            for k, v in _dict(r.get("verdicts")).items()
-            if isinstance(v, list | tuple) and len(v) == 2 and _float(v[1]) is not None
-        }
-        moving = _numbers(r.get("moving"))
-        details = {str(k): str(v) for k, v in _dict(r.get("details")).items()}
-        measured = {str(k): _numbers(v) for k, v in _dict(r.get("measured")).items()}
-        run.scores.append(
-            Scores(
-                t,
-                hotkey,
-                _int(r.get("window"), 0),
-                _int(r.get("version")),
-                verdicts,
-                moving,
-                details,
-                measured,
-            )
-        )
+        run.scores.append(_scores(r, t, hotkey))
     elif event == "weights":
         weights = _numbers(r.get("weights"))
         run.weights.append(
@@ -357,6 +299,78 @@ def _add(run: Run, r: dict[str, Any]) -> None:
         run.failures.append(
             Failure(t, hotkey, role, _int(r.get("window")), str(r.get("reason") or "?"))
         )
+
+
+def _add_bytes(run: Run, r: dict[str, Any], hotkey: str, role: str, event: Any) -> None:
+    """Count a record's traffic and verification bytes, whatever its event."""
+    up, down = _int(r.get("bytes_up")), _int(r.get("bytes_down"))
+    if hotkey and (up is not None or down is not None):  # fields a later version may add
+        totals = run.traffic.setdefault(hotkey, [0, 0])
+        totals[0] += up or 0
+        totals[1] += down or 0
+        run.transfers.append(Transfer(hotkey, role, str(event), up or 0, down or 0))
+    if event in ("answered", "check") and (nbytes := _int(r.get("bytes"))):
+        entry = run.verification.setdefault(role, [0, 0])
+        entry[0] += nbytes
+        entry[1] += 1
+
+
+def _version(r: dict[str, Any], t: float, hotkey: str) -> Version:
+    """A ``version`` record: one published model version."""
+    contributors = _numbers(r.get("contributors"))
+    return Version(
+        t,
+        _int(r.get("window"), -1),
+        _int(r.get("version"), 0),
+        _float(r.get("heldout_loss")),
+        contributors,
+        _int(r.get("bytes")),
+        _int(r.get("tokens")),
+        _int(r.get("reports")),
+        _int(r.get("ddp_bytes")),
+        _float(r.get("merge_seconds")),
+        _int(r.get("ddp_ring_bytes_per_worker")),
+        str(r.get("lane") or "model"),
+        hotkey,
+    )
+
+
+def _train(r: dict[str, Any], t: float, hotkey: str) -> Train:
+    """A ``train`` record: one miner's training in one window."""
+    return Train(
+        t,
+        hotkey,
+        _int(r.get("window"), 0),
+        _int(r.get("steps")),
+        _int(r.get("tokens")),
+        _float(r.get("loss")),
+        _float(r.get("seconds")),
+        _float(r.get("sync_seconds")),
+        _int(r.get("bytes")),
+        _int(r.get("version")),
+    )
+
+
+def _scores(r: dict[str, Any], t: float, hotkey: str) -> Scores:
+    """A ``scores`` record: one validator's verdicts and scores for one window."""
+    verdicts = {
+        str(k): (str(v[0]), float(v[1]))
+        for k, v in _dict(r.get("verdicts")).items()
+        if isinstance(v, list | tuple) and len(v) == 2 and _float(v[1]) is not None
+    }
+    moving = _numbers(r.get("moving"))
+    details = {str(k): str(v) for k, v in _dict(r.get("details")).items()}
+    measured = {str(k): _numbers(v) for k, v in _dict(r.get("measured")).items()}
+    return Scores(
+        t,
+        hotkey,
+        _int(r.get("window"), 0),
+        _int(r.get("version")),
+        verdicts,
+        moving,
+        details,
+        measured,
+    )
 
 
 def _dict(value: Any) -> dict[str, Any]:

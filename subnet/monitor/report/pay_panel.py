@@ -108,22 +108,7 @@ def panel(run: Run, room: bool = False) -> str:
         "moving score",
         "merge weight (that window)",
     )
-    cells = [
-        [
-            f'<span class="who">{escape(r.name)}</span>',
-            str(r.window),
-            escape(r.verdict),
-            _num(r.assigned),
-            _num(r.random),
-            DASH if r.excess is None else f"{r.excess:.4f} &plusmn; {_num(r.se)}",
-            _num(r.proven),
-            _num(r.fraction, 2),
-            _num(r.score),
-            _num(r.moving),
-            fmt_share(r.share) if r.share is not None else "not merged",
-        ]
-        for r in rows
-    ]
+    cells = [_cells(r) for r in rows]
     th = "".join(
         f"<th>{h}</th>" if i < 3 else f'<th class="n">{h}</th>' for i, h in enumerate(head)
     )
@@ -158,3 +143,20 @@ def panel(run: Run, room: bool = False) -> str:
         f'<tr>{th}</tr></thead><tbody>{body}</tbody></table><p class="meta">{escape(note)}'
         "</p></section>"
     )
+
+
+def _cells(r: PayRow) -> list[str]:
+    """One miner-window's row of the pay table, as cell markup."""
+    return [
+        f'<span class="who">{escape(r.name)}</span>',
+        str(r.window),
+        escape(r.verdict),
+        _num(r.assigned),
+        _num(r.random),
+        DASH if r.excess is None else f"{r.excess:.4f} &plusmn; {_num(r.se)}",
+        _num(r.proven),
+        _num(r.fraction, 2),
+        _num(r.score),
+        _num(r.moving),
+        fmt_share(r.share) if r.share is not None else "not merged",
+    ]

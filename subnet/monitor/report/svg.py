@@ -78,26 +78,8 @@ def line_chart(
 
     parts += _grid(y_ticks, x_ticks, sx, sy, left, top, plot_w, plot_h)
     if reference:
-        name, level = reference
-        parts.append(
-            f'<line class="ref" x1="{left}" x2="{left + plot_w}" y1="{sy(level):.1f}" '
-            f'y2="{sy(level):.1f}" stroke="#9ca3af" stroke-dasharray="5 4"/>'
-            f'<text class="ref-label" x="{left + plot_w - 4}" y="{sy(level) - 6:.1f}" '
-            f'text-anchor="end" font-size="11" fill="#6b7280">{escape(name)} '
-            f"{_label(level)}</text>"
-        )
-    path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in points)
-    parts.append(
-        f'<polyline class="line" points="{path}" fill="none" stroke="#4f46e5" '
-        f'stroke-width="2.5" stroke-linejoin="round"/>'
-    )
-    radius = 4 if len(points) <= 60 else 2
-    for x, y in points:
-        parts.append(
-            f'<circle class="pt" cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="{radius}" fill="#4f46e5" '
-            f'stroke="#fff" stroke-width="1.5"><title>{escape(x_label)} {_label(x)}: '
-            f"{_label(y)}</title></circle>"
-        )
+        parts.append(_reference(reference, sy, left, plot_w))
+    parts += _series(points, sx, sy, x_label)
     parts.append(
         f'<text class="axis-label" x="{left + plot_w / 2}" y="{height - 8}" text-anchor="middle" '
         f'font-size="12" fill="#6b7280">{escape(x_label)}</text>'
@@ -105,6 +87,42 @@ def line_chart(
         f'text-anchor="middle" font-size="12" fill="#6b7280">{escape(y_label)}</text></svg>'
     )
     return "".join(parts)
+
+
+def _reference(
+    reference: tuple[str, float], sy: Callable[[float], float], left: float, plot_w: float
+) -> str:
+    """The dashed level line across the plot, labelled with its name and value."""
+    name, level = reference
+    return (
+        f'<line class="ref" x1="{left}" x2="{left + plot_w}" y1="{sy(level):.1f}" '
+        f'y2="{sy(level):.1f}" stroke="#9ca3af" stroke-dasharray="5 4"/>'
+        f'<text class="ref-label" x="{left + plot_w - 4}" y="{sy(level) - 6:.1f}" '
+        f'text-anchor="end" font-size="11" fill="#6b7280">{escape(name)} '
+        f"{_label(level)}</text>"
+    )
+
+
+def _series(
+    points: list[tuple[float, float]],
+    sx: Callable[[float], float],
+    sy: Callable[[float], float],
+    x_label: str,
+) -> list[str]:
+    """The line through ``points`` and one tooltipped marker per point."""
+    path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in points)
+    out = [
+        f'<polyline class="line" points="{path}" fill="none" stroke="#4f46e5" '
+        f'stroke-width="2.5" stroke-linejoin="round"/>'
+    ]
+    radius = 4 if len(points) <= 60 else 2
+    for x, y in points:
+        out.append(
+            f'<circle class="pt" cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="{radius}" fill="#4f46e5" '
+            f'stroke="#fff" stroke-width="1.5"><title>{escape(x_label)} {_label(x)}: '
+            f"{_label(y)}</title></circle>"
+        )
+    return out
 
 
 def _x_ticks(lo: float, hi: float) -> list[float]:

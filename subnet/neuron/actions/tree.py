@@ -23,7 +23,7 @@ from ..bindings import samples_per_window
 from ..context import Member, Trainer
 from ..runtime import Runtime
 from ..steps import Step
-from ..uploads import Received, collect_uploads
+from ..uploads import Received, WindowUploads, collect_uploads
 from .presence import objects_present
 
 Delta = Mapping[str, torch.Tensor]
@@ -127,28 +127,13 @@ def reduce(miner: Trainer, step: Step) -> Partial:
         assigned=miner.assigned(rt.plan.data_rule, window),
         lane=lane,
     )
-    covered: dict[str, int] = {}
-    for hotkey, upload in sorted(got.accepted.items()):
-        cap = subtree_size(workers.index(hotkey), len(workers), fanout)
-        try:
-            part, members = child_part(upload, cap)
-        except Exception as error:  # noqa: BLE001 - that child's partial, not our reduce
-            logger.opt(exception=error).warning("window {}: child {} failed", window, hotkey[:8])
-            got.rejected[hotkey] = Reason.UNREADABLE
-            continue
-        covered[hotkey] = members
-        parts.append(part)
-        # a child's claim, capped by what its members could train (as ``members`` is)
-        tokens += min(upload.meta.tokens, members * per_member * rt.cfg.protocol.seq_len)
-        if upload.meta.loss is not None:
-            losses.append((upload.meta.loss, float(members)))
-    for hotkey in sorted(set(kids) - set(covered)):
-        logger.warning(
-            "window {}: no usable partial from child {} ({}); its subtree is left out",
-            window,
-            hotkey[:8],
-            got.rejected.get(hotkey, "missing"),
-        )
+    child_parts, child_losses, covered, child_tokens = _children_parts(
+        rt, window, got, workers, fanout, per_member
+    )
+    parts += child_parts
+    losses += child_losses
+    tokens += child_tokens
+    _log_left_out(window, kids, covered, got)
     mean = combine(parts)
     members = 1 + sum(covered.values())
     loss = sum(v * w for v, w in losses) / sum(w for _, w in losses) if losses else None
@@ -170,6 +155,45 @@ def reduce(miner: Trainer, step: Step) -> Partial:
     rt.metrics.log("reduce", window=window, members=members, children=covered, loss=loss)
     logger.info("window {}: reduced {} members' updates, sent up on {}", window, members, lane)
     return Partial(window, members, covered, key)
+
+
+def _children_parts(
+    rt: Runtime, window: int, got: WindowUploads, workers: list[str], fanout: int, per_member: int
+) -> tuple[list[tuple[Delta, float]], list[tuple[float, float]], dict[str, int], int]:
+    """The accepted children's ``(partial, weight)`` parts, ``(loss, weight)`` pairs, members
+    covered and tokens; a child that fails here is moved to ``got.rejected``."""
+    parts: list[tuple[Delta, float]] = []
+    losses: list[tuple[float, float]] = []
+    covered: dict[str, int] = {}
+    tokens = 0
+    for hotkey, upload in sorted(got.accepted.items()):
+        cap = subtree_size(workers.index(hotkey), len(workers), fanout)
+        try:
+            part, members = child_part(upload, cap)
+        except Exception as error:  # noqa: BLE001 - that child's partial, not our reduce
+            logger.opt(exception=error).warning("window {}: child {} failed", window, hotkey[:8])
+            got.rejected[hotkey] = Reason.UNREADABLE
+            continue
+        covered[hotkey] = members
+        parts.append(part)
+        # a child's claim, capped by what its members could train (as ``members`` is)
+        tokens += min(upload.meta.tokens, members * per_member * rt.cfg.protocol.seq_len)
+        if upload.meta.loss is not None:
+            losses.append((upload.meta.loss, float(members)))
+    return parts, losses, covered, tokens
+
+
+def _log_left_out(
+    window: int, kids: list[str], covered: dict[str, int], got: WindowUploads
+) -> None:
+    """Warn of each child whose subtree the partial leaves out, with its reason."""
+    for hotkey in sorted(set(kids) - set(covered)):
+        logger.warning(
+            "window {}: no usable partial from child {} ({}); its subtree is left out",
+            window,
+            hotkey[:8],
+            got.rejected.get(hotkey, "missing"),
+        )
 
 
 def child_part(upload: Received, cap: int) -> tuple[tuple[Delta, float], int]:
