@@ -231,6 +231,17 @@ def _allowance(
     return moved + budget + math.sqrt(drift) + math.sqrt(slop)
 
 
+def _flips(sparse, layout, a: torch.Tensor, sel) -> tuple[int, int]:
+    """How many of the payload's kept values this reader's own encoding of ``a`` does not keep
+    (support flips), and how many it keeps at another 2-bit code (code flips)."""
+    ours = sparse.select(a.detach().float())
+    positions = layout.flat_positions(ours[0], layout.kept(sparse.topk)[0])
+    codes = torch.full((a.numel(),), -1, dtype=torch.int64)
+    codes[positions] = quantize_2bit(ours[1])[1]
+    at = codes[sel.positions]
+    return int((at < 0).sum()), int(((at >= 0) & (at != sel.codes)).sum())
+
+
 def agreement(
     compressor: Compressor,
     payload: Payload,
@@ -267,13 +278,8 @@ def agreement(
             totals["support"] += _support_cost(mag, mask, k)
         for family, cost in zip(_FAMILIES[1:], _code_costs(flat[sel.positions], sel), strict=True):
             totals[family] += cost
-        ours = sparse.select(a.detach().float())
-        ours_positions = layout.flat_positions(ours[0], layout.kept(sparse.topk)[0])
-        ours_codes = torch.full((flat.numel(),), -1, dtype=torch.int64)
-        ours_codes[ours_positions] = quantize_2bit(ours[1])[1]
-        at = ours_codes[sel.positions]
-        support_flips += int((at < 0).sum())
-        code_flips += int(((at >= 0) & (at != sel.codes)).sum())
+        support, codes = _flips(sparse, layout, a, sel)
+        support_flips, code_flips = support_flips + support, code_flips + codes
         gap_sq += float((theirs[name].double() - own[name].double()).pow(2).sum())
     costs = {family: math.sqrt(total) for family, total in totals.items()}
     distance = max(costs.values())

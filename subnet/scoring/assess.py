@@ -271,7 +271,7 @@ def assess_window(
     standing: Set[str] = frozenset(),
     measured: Set[str] | None = None,
     rng: random.Random | None = None,
-) -> tuple[list[Evaluation], dict[Match, tuple[float, float]]]:
+) -> tuple[list[Evaluation], dict[Match, tuple[float, float, float]]]:
     """Evaluations of every upload, and ``(own, other, se)`` specificity for every match (``se``:
     the standard error of their difference).
 
@@ -305,7 +305,7 @@ def assess_window(
             probe, deltas, hk, ids, reference, random_ids, base_rand, heldout_ids
         )
         evaluations.append(evaluation)
-    fits: dict[Match, tuple[float, float]] = {}
+    fits: dict[Match, tuple[float, float, float]] = {}
     for m in matches:
         if m.hotkey not in specs or match_ids is None:
             continue
