@@ -28,6 +28,7 @@ from ..storage.base import StorageError
 from ..topology import SlotPlan
 from ..versions import PublishError, SyncError
 from ..wire import Rejected
+from .loop_records import late_step_warning, plan_record, step_record
 from .runtime import Runtime
 from .schedule import Schedule
 from .state import StateFile, StateWriteError
@@ -156,26 +157,7 @@ class BaseNeuron(ABC):
     def log_plan(self) -> None:
         """One ``plan`` record: the topology, this member's slot and the plan's lanes (the run
         page draws the lanes and each slot's rounds from it)."""
-        plan = self.rt.plan
-        lanes = {
-            name: {
-                "kind": lane.kind,
-                "mode": lane.mode,
-                "writers": list(lane.writers),
-                "readers": list(lane.readers),
-            }
-            for name, lane in plan.lanes.items()
-        }
-        self.rt.metrics.log(
-            "plan",
-            ref=plan.ref,
-            digest=plan.digest,
-            slot=self.slot.name,
-            hotkey=self.rt.hotkey,
-            role=self.role,
-            steps=[s.action for s in self.slot.steps],
-            lanes=lanes,
-        )
+        self.rt.metrics.log("plan", **plan_record(self.rt, self.slot, self.role))
 
     def finished(self) -> bool:
         """Whether the plan's stop rule says the run is over."""
@@ -245,27 +227,9 @@ class BaseNeuron(ABC):
         """One ``step`` record per step run: what it cost and the offsets it started and ended
         at (a local run sizes its windows from these). A step that ended past its phase says so
         in the log with the numbers: whoever waited for its output may have gone on without."""
-        last = self.rt.windows.phase(step.plan.phase)[1]
-        record: dict[str, Any] = dict(window=step.window, action=step.action, offset=step.offset)
-        record.update(phase=step.plan.phase, last_offset=last, seconds=round(seconds, 3))
-        try:
-            record["end_offset"] = self.rt.clock.now() - self.rt.windows.start(step.window)
-        except Exception as error:  # noqa: BLE001 - best effort: the record goes without it
-            logger.debug("{}: clock unreadable after {}: {}", self.role, step, error)
+        record = step_record(self.rt, self.role, step, seconds)
         self.rt.metrics.log("step", **record)
-        end = record.get("end_offset")
-        if end is not None and end > last:
-            logger.warning(
-                "{}: {} ended at offset {}, {} tick(s) past its phase (last offset {}): it took "
-                "{:.1f} s from offset {}",
-                self.role,
-                step,
-                end,
-                end - last,
-                last,
-                seconds,
-                step.offset,
-            )
+        late_step_warning(self.role, step, record, seconds)
 
     # Lifecycle -----------------------------------------------------------------------------
 
