@@ -318,5 +318,11 @@ class Coded(Protocol):
 
 
 def codebook_norm(parsed: Mapping[str, Coded]) -> float:
-    """L2 norm of a parsed sparse payload, from its codebooks and codes alone (no dense decode)."""
-    return math.sqrt(sum(float(s.codebook.double()[s.codes].pow(2).sum()) for s in parsed.values()))
+    """L2 norm of a parsed sparse payload, from its codebooks and codes alone (no dense decode):
+    each level's square times how often it was sent (a count per level, not a gather of every
+    kept value: 9 ms of a validator's 32 ms read of a ``hypertrain-20m`` upload before)."""
+    total = 0.0
+    for s in parsed.values():
+        counts = torch.bincount(s.codes.reshape(-1).long(), minlength=s.codebook.numel())
+        total += float((counts.double() * s.codebook.double().pow(2)).sum())
+    return math.sqrt(total)
