@@ -249,9 +249,9 @@ class Miner(BaseNeuron):
         self.held_now = trained.held
         # Logged after the upload (publish), so the record's bytes_up includes it.
         self.train_record = self.training.record(trained, line, self.sync_seconds)
-        return Upload(trained.payload, self.metadata(trained).wire())
+        return Upload(trained.payload, self.gradient_meta(trained).wire())
 
-    def metadata(self, trained: Trained) -> GradientMeta:
+    def gradient_meta(self, trained: Trained) -> GradientMeta:
         """The upload's signed metadata, built from the schema validators parse it with: what is
         signed reads one way only."""
         result, ids = trained.paced.result, trained.ids
