@@ -140,14 +140,13 @@ class LazyTrainer(Attacker):
     """Trains 1 of the H assigned steps but sends a receipt claiming all of them."""
 
     def step(self, window: int) -> Upload:
-        data, self.data = (
-            self.data,
-            _FirstBatches(self.data, self.rt.cfg.protocol.inner.accumulation),
-        )
+        # The window's training reads the dataset it was built with (``WindowTraining``)
+        data = self.training.data
+        self.training.data = _FirstBatches(data, self.rt.cfg.protocol.inner.accumulation)
         try:
             upload = super().step(window)
         finally:
-            self.data = data
+            self.training.data = data
         # The honest miner would name the 1-step prefix it trained (and be paid 1/H); this one
         # claims the whole assignment.
         tokens = str(samples_per_window(self.rt) * self.rt.cfg.protocol.seq_len)
