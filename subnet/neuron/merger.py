@@ -178,6 +178,7 @@ class Merger:
             list(weights.values()),
             self.aggregation,
             self._guarded(line, window, payloads, shapes),
+            [got.accepted[hk].measured for hk in weights],  # each norm, read at collect
         )
         # Weights sum to at most 1 (``scoring.merge.cap_shares``): the mass no sender may
         # take this window is not merged, so a few verified senders take a smaller step.

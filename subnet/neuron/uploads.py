@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 import torch
 from loguru import logger
@@ -26,8 +25,6 @@ from .bindings import inner_config
 from .commits import reveal_matches
 from .lanes import Inbox
 from .runtime import Runtime
-
-T = TypeVar("T")
 
 
 @dataclass
@@ -189,23 +186,6 @@ def _accept(
         envelope.seal,
         measured,
     )
-
-
-def screen(got: WindowUploads, window: int, check: Callable[[Received], T]) -> dict[str, T]:
-    """``check`` run on every accepted upload, the results by hotkey. An upload whose check
-    raises (anything: a bug, or a message nothing foresaw) is moved to ``rejected`` as
-    ``unreadable`` and logged with its traceback: its sender's loss, never the window's."""
-    out: dict[str, T] = {}
-    for hotkey, upload in sorted(got.accepted.items()):
-        try:
-            out[hotkey] = check(upload)
-        except Exception as error:  # noqa: BLE001 - one sender's message, not the reader's step
-            log = logger.opt(exception=error)
-            log.warning("window {}: upload of {} broke its reader", window, hotkey[:8])
-            got.rejected[hotkey] = Reason.UNREADABLE
-    for hotkey in got.rejected.keys() & got.accepted.keys():
-        del got.accepted[hotkey]
-    return out
 
 
 def trained_prefix(meta: GradientMeta, ids: list[int], per_step: int, least_steps: int) -> int:

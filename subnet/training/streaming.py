@@ -44,11 +44,16 @@ def merge_payloads(
     weights: Sequence[float] | None,
     cfg: AggregationConfig,
     transforms: Sequence[Transform | None] | None = None,
+    norms: Sequence[float] | None = None,
 ) -> dict[str, torch.Tensor]:
     """Aggregate compressed uploads as :func:`~subnet.training.aggregate` would the decoded ones,
     decoding one at a time; ``transforms`` (one per payload, or None) change an upload after it
-    is decoded (the persistence guard's chunk factors): such an upload is added dense."""
-    norms = [compressor.norm(p, shapes) for p in payloads] if cfg.clip_to_median_norm else None
+    is decoded (the persistence guard's chunk factors): such an upload is added dense.
+    ``norms``: each payload's norm when the caller read it already (``Compressor.norm``)."""
+    if not cfg.clip_to_median_norm:
+        norms = None
+    elif norms is None:
+        norms = [compressor.norm(p, shapes) for p in payloads]
     transforms = list(transforms) if transforms is not None else [None] * len(payloads)
     sources = payload_sources(compressor, payloads, shapes)
     sources = [

@@ -35,8 +35,16 @@ TESTS = Path(__file__).resolve().parents[1]
 # The in-memory runs' window: ticks [0, 4) upload, [4, 6) score, [6, 10) merge (a commit-reveal
 # lane: score [4, 8), merge [8, 10)), as in tests/topologies/test_in_memory.py.
 BLOCKS = 10
-SMALL = {"workers": 2, "cohort": 2, "min_workers": 2, "inner_steps": 2, "local_steps": 2,
-         "units_per_worker": 2, "target_loss": 0.0, "points": [0.001, 0.002]}  # fmt: skip
+SMALL = {
+    "workers": 2,
+    "cohort": 2,
+    "min_workers": 2,
+    "inner_steps": 2,
+    "local_steps": 2,
+    "units_per_worker": 2,
+    "target_loss": 0.0,
+    "points": [0.001, 0.002],
+}
 
 
 def _load(name: str, path: Path) -> ModuleType:
@@ -109,9 +117,13 @@ def run_folder(root: Path, data_dir: Path, ref: str | None, rounds: int) -> Path
         rt.meter, rt.store = meter, CountingStore(world.stores[name], meter)
         rt.membership = StaticMembership(world.roster, StaticReaders(readers))
         folder = root / "state" / f"{classes[name]}-{hotkeys[name][:8]}"
-        rt.metrics = MetricsSink(folder / "metrics.jsonl", role=classes[name],
-                                 hotkey=hotkeys[name], config_hash=rt.cfg.protocol.config_hash(),
-                                 plan=rt.plan.digest)  # fmt: skip
+        rt.metrics = MetricsSink(
+            folder / "metrics.jsonl",
+            role=classes[name],
+            hotkey=hotkeys[name],
+            config_hash=rt.cfg.protocol.config_hash(),
+            plan=rt.plan.digest,
+        )
         rt.clock = step.clock()
         # a room's scores only feed merges (``subnet.room.node``); the subnet's set weights
         rt.weights = NoWeights() if ref else ChainShares()
@@ -146,12 +158,15 @@ def run_folder(root: Path, data_dir: Path, ref: str | None, rounds: int) -> Path
         "protocol": protocol.model_dump(mode="json"),
         "participants": {
             hotkeys[n]: {"name": n, "role": classes[n], "slot": s} for n, s in names.items()
-        },  # fmt: skip
+        },
     }
     if ref:  # a room: what LocalRoom writes (the subnet's run.json names its chain instead)
-        header |= {"network": "room in-memory (threads)", "topology": ref,
-                   "params": dict(plan_template.params),
-                   "members": {n: [hotkeys[n], s] for n, s in names.items()}}  # fmt: skip
+        header |= {
+            "network": "room in-memory (threads)",
+            "topology": ref,
+            "params": dict(plan_template.params),
+            "members": {n: [hotkeys[n], s] for n, s in names.items()},
+        }
     else:
         header |= {"network": "local", "netuid": 2}  # as localnet's run.json
     (root / "run.json").write_text(json.dumps(header, indent=2))

@@ -75,19 +75,29 @@ HELD_OUT, TRAIN_LOSS = "Global held-out loss", "Trainers' mean loss per round"
 FAMILIES = {
     "subnet-on-a-chain": Family(None, False, "Miners earning", HELD_OUT, ROUNDS),
     "room-one-line": Family("@beam/diloco@1.0.0", True, "Trainers merged", HELD_OUT, ROUNDS),
-    "scored-room": Family("@beam/scored-subnet@2.0.0", True, "Trainers merged", HELD_OUT,
-                          ROUNDS),
-    "merged-at-the-end": Family("@beam/gossip-ring@1.0.0", True, "Trainers merged",
-                                TRAIN_LOSS, ROUNDS),
+    "scored-room": Family("@beam/scored-subnet@2.0.0", True, "Trainers merged", HELD_OUT, ROUNDS),
+    "merged-at-the-end": Family(
+        "@beam/gossip-ring@1.0.0", True, "Trainers merged", TRAIN_LOSS, ROUNDS
+    ),
     # model A is granted its data from round 1 on (round 0 grants); model B merges every round
-    "several-lines": Family("@beam/two-models@1.0.0", True, "Trainers merged",
-                            "model_a's held-out loss", ROUNDS - 1,
-                            {"model_a": ("holder", ROUNDS - 1), "model_b": ("holder_b0", ROUNDS)}),
+    "several-lines": Family(
+        "@beam/two-models@1.0.0",
+        True,
+        "Trainers merged",
+        "model_a's held-out loss",
+        ROUNDS - 1,
+        {"model_a": ("holder", ROUNDS - 1), "model_b": ("holder_b0", ROUNDS)},
+    ),
     # a line per point every round, the final merge of the points' models at the end
-    "several-lines-sweep": Family("@beam/sweep@1.0.0", True, "Trainers merged", TRAIN_LOSS,
-                                  ROUNDS, {"model": ("holder", 1), "model.p0": ("holder", ROUNDS),
-                                           "model.p1": ("holder", ROUNDS)}),
-}  # fmt: skip
+    "several-lines-sweep": Family(
+        "@beam/sweep@1.0.0",
+        True,
+        "Trainers merged",
+        TRAIN_LOSS,
+        ROUNDS,
+        {"model": ("holder", 1), "model.p0": ("holder", ROUNDS), "model.p1": ("holder", ROUNDS)},
+    ),
+}
 
 # Injected into a copy of the page (the page itself carries no script): every card, panel,
 # table header cell and chart point, with its box, written into the DOM once the page loaded.
@@ -147,11 +157,24 @@ def _seeded_subset(ids: list[int], n: int, rng: random.Random | None = None) -> 
 
 def _chromium(browser: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={profile}", f"--window-size={WIDTH},{FOLD}", *args],
-        capture_output=True, text=True, timeout=90, check=False,
-    )  # fmt: skip
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            f"--window-size={WIDTH},{FOLD}",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -182,8 +205,13 @@ def page(
     (root / "measured.html").write_text(html.replace("</body>", MEASURE + "</body>"), "utf-8")
     png = root / "page.png"
     _chromium(browser, root / "profile", f"--screenshot={png}", (root / "page.html").as_uri())
-    dom = _chromium(browser, root / "profile", "--virtual-time-budget=2000", "--dump-dom",
-                    (root / "measured.html").as_uri()).stdout  # fmt: skip
+    dom = _chromium(
+        browser,
+        root / "profile",
+        "--virtual-time-budget=2000",
+        "--dump-dom",
+        (root / "measured.html").as_uri(),
+    ).stdout
     found = re.search(r'<pre id="boxes">(.*?)</pre>', dom, re.S)
     assert found, "the page did not load in Chromium, or the measuring script did not run"
     boxes = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
@@ -263,8 +291,9 @@ def test_several_model_lines_show_each_lines_merges(page: Page) -> None:
     merged = {lane: r["on"] for lane, r in rows.items()}
     expected = {lane: n for lane, (_, n) in page.family.lines.items()}
     assert merged == expected, f"rounds merged per line {merged}, the run merged {expected}"
-    unnamed = [lane for lane, (holder, _) in page.family.lines.items()
-               if holder not in rows[lane]["text"]]  # fmt: skip
+    unnamed = [
+        lane for lane, (holder, _) in page.family.lines.items() if holder not in rows[lane]["text"]
+    ]
     assert not unnamed, f"lines whose holder is not named: {unnamed}"
     band = _pixels(page.rows[int(panel["top"]) : int(panel["bottom"])])
     filled = sum(n for colour, n in band.items() if _near(colour, ACCENT))
@@ -273,8 +302,12 @@ def test_several_model_lines_show_each_lines_merges(page: Page) -> None:
 
 def test_every_tables_columns_fit_at_1280_px(page: Page) -> None:
     """No header cell off screen and no panel that scrolls sideways at 1280 px."""
-    off = [(p["name"], c["text"]) for p in page.boxes["panels"] for c in p["cells"]
-           if c["right"] > WIDTH or c["left"] < 0]  # fmt: skip
+    off = [
+        (p["name"], c["text"])
+        for p in page.boxes["panels"]
+        for c in p["cells"]
+        if c["right"] > WIDTH or c["left"] < 0
+    ]
     assert not off, f"columns off screen at {WIDTH} px: {off}"
     wide = [p["name"] for p in page.boxes["panels"] if p["scroll"] > p["client"]]
     assert not wide, f"panels that scroll sideways at {WIDTH} px: {wide}"
