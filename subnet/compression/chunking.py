@@ -19,6 +19,7 @@ import functools
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 
@@ -81,7 +82,15 @@ class ChunkLayout:
         two tables a tensor's layout fixes, kept (``_tables``), so a reader adding hundreds of
         uploads a window pays one gather and one add per value."""
         starts, offsets = _tables(self, k_full, indices.numel())
+        if indices.device.type == "cpu":  # numpy's take: half torch's gather here
+            return torch.from_numpy(starts.numpy() + np.take(offsets.numpy(), indices.numpy()))
         return starts.to(indices.device) + offsets.to(indices.device)[indices]
+
+    def chunk_starts(self, k_full: int, n: int) -> np.ndarray:
+        """For ``n`` kept values (``k_full`` per full chunk), each value's chunk index times the
+        chunk size: the chunk-major coordinate of a kept value is this plus its chunk-local
+        index (kept per layout, as :meth:`flat_positions`' tables are)."""
+        return _chunk_starts(self, k_full, n)
 
 
 @functools.lru_cache(maxsize=512)
@@ -96,3 +105,11 @@ def _tables(layout: ChunkLayout, k_full: int, n: int) -> tuple[torch.Tensor, tor
     grid_cols = cols // s
     starts = (chunk // grid_cols) * s * cols + (chunk % grid_cols) * s
     return starts, (local // s) * cols + local % s
+
+
+@functools.lru_cache(maxsize=512)
+def _chunk_starts(layout: ChunkLayout, k_full: int, n: int) -> np.ndarray:
+    chunk = np.minimum(np.arange(n) // max(k_full, 1), layout.full)
+    out = chunk * layout.size
+    out.flags.writeable = False  # shared by every reader of this layout
+    return out

@@ -47,22 +47,12 @@ def pack(bits: np.ndarray) -> np.ndarray:
     return np.packbits(bits)
 
 
-def unpack(data: np.ndarray, nbits: int) -> np.ndarray | None:
-    """The first ``nbits`` bits of ``data``; ``None`` unless ``data`` is exactly that long with
-    zero padding (the one canonical encoding)."""
-    if data.size != (nbits + 7) // 8:
-        return None
-    bits = np.unpackbits(data)
-    if bits[nbits:].any():
-        return None
-    return bits[:nbits]
-
-
 def quotients(unary: np.ndarray, count: int) -> np.ndarray | None:
     """Decode ``count`` quotients from a packed unary stream; ``None`` if it does not hold exactly
     ``count`` codes with canonical padding."""
-    bits = np.unpackbits(unary)
-    ends = np.flatnonzero(bits)
+    # One bits found through a boolean view: numpy's nonzero is several times faster on bool
+    # than on uint8 (3.2 ms -> 0.45 ms for a hypertrain-20m upload's 624,000 bits)
+    ends = np.flatnonzero(np.unpackbits(unary).view(bool))
     if ends.size != count:
         return None
     used = int(ends[-1]) + 1 if count else 0
@@ -71,11 +61,27 @@ def quotients(unary: np.ndarray, count: int) -> np.ndarray | None:
     return np.diff(ends, prepend=-1) - 1
 
 
-def remainders(bits: np.ndarray, k: int, count: int) -> np.ndarray:
-    """``count`` fixed-width ``k``-bit values from unpacked remainder bits (``count * k`` bits)."""
+def words(data: np.ndarray, nbits: int) -> np.ndarray | None:
+    """For every byte of ``data``, the 32 bits from it on (big-endian, zeros past the end): what
+    :func:`fields` reads. ``None`` unless ``data`` holds exactly ``nbits`` bits with zero padding
+    (the one canonical encoding, as :func:`unpack`)."""
+    if data.size != (nbits + 7) // 8:
+        return None
+    spare = -nbits % 8
+    if spare and int(data[-1]) & ((1 << spare) - 1):
+        return None
+    d = np.concatenate([data, np.zeros(3, dtype=np.uint8)]).astype(np.uint32)
+    return (d[:-3] << 24) | (d[1:-2] << 16) | (d[2:-1] << 8) | d[3:]
+
+
+def fields(words: np.ndarray, start: int, k: int, count: int) -> np.ndarray:
+    """``count`` ``k``-bit values packed most significant bit first from bit ``start`` of the
+    stream whose :func:`words` are given: each value lies in the word of its first byte
+    (``k <= MAX_K``), so a value is one gather, one shift and one mask, and no array of single
+    bits is made (a quarter of unpacking and weighing the bits of a ``hypertrain-20m``
+    upload's remainders)."""
     if k == 0:
         return np.zeros(count, dtype=np.int64)
-    # A float32 product is exact here (k <= MAX_K: every value below 2**24) and 2.7x faster
-    # than an integer one, which numpy does without BLAS
-    weights = np.left_shift(1, np.arange(k - 1, -1, -1)).astype(np.float32)
-    return (bits.reshape(count, k).astype(np.float32) @ weights).astype(np.int64)
+    at = np.arange(start, start + count * k, k, dtype=np.int64)
+    shift = (32 - k - (at & 7)).astype(np.uint32)
+    return ((words[at >> 3] >> shift) & np.uint32((1 << k) - 1)).astype(np.int64)

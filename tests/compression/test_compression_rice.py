@@ -30,11 +30,30 @@ def test_rice_streams_round_trip_random_gaps(seed: int) -> None:
     n = int(rng.integers(0, 500))
     gaps = rng.geometric(1 / rng.uniform(1, 300), n).astype(np.int64) - 1
     k = rice.best_k(gaps)
-    unary = rice.pack(rice.unary_bits(gaps, k))
-    rem_bits = rice.unpack(rice.pack(rice.remainder_bits(gaps, k)), n * k)
-    q = rice.quotients(unary, n)
-    assert q is not None and rem_bits is not None
-    assert np.array_equal((q << k) | rice.remainders(rem_bits, k, n), gaps)
+    # another tensor's remainders first, so this one's start at an odd bit
+    before = rng.integers(0, 8, int(rng.integers(0, 9)))
+    bits = np.concatenate([rice.remainder_bits(before, 3), rice.remainder_bits(gaps, k)])
+    words = rice.words(rice.pack(bits), bits.size)
+    q = rice.quotients(rice.pack(rice.unary_bits(gaps, k)), n)
+    assert q is not None and words is not None
+    assert np.array_equal((q << k) | rice.fields(words, 3 * before.size, k, n), gaps)
+
+
+@pytest.mark.parametrize("k", range(rice.MAX_K + 1))
+def test_fields_read_every_width_at_every_bit_offset(k: int) -> None:
+    values = np.arange(64, dtype=np.int64) * 2654435761 % (1 << k) if k else np.zeros(64, np.int64)
+    for lead in range(8):  # the first value at each bit position of a byte
+        bits = np.concatenate([np.ones(lead, np.uint8), rice.remainder_bits(values, k)])
+        words = rice.words(rice.pack(bits), bits.size)
+        assert words is not None
+        assert np.array_equal(rice.fields(words, lead, k, values.size), values)
+
+
+def test_words_refuse_a_stream_of_another_length_or_with_padding_bits_set() -> None:
+    packed = rice.pack(np.array([1, 0, 1], np.uint8))  # 3 bits, 5 of padding
+    assert rice.words(packed, 3) is not None
+    assert rice.words(packed, 11) is None  # two bytes expected
+    assert rice.words(packed | np.uint8(1), 3) is None  # a padding bit set
 
 
 def test_best_k_minimizes_the_coded_length() -> None:
