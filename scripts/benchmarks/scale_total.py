@@ -11,8 +11,10 @@ One window of ``--preset`` in a fresh process, as ``Validator`` spends it, each 
   uploads) and the ``scoring.evaluations`` uploads the validator's sample holds (the
   protocol's ``eval_samples`` own and random samples, through
   ``subnet.scoring.assess.assess_window``);
-* **checks**: ``scoring.checks`` replays of a miner's window (``inner.steps`` steps, as a check
-  trains them again; the answer's proofs and the comparison are a fraction of a second).
+* **checks**: ``scoring.checks`` replays of a miner's window through the validator's own
+  ``Replayer`` (``inner.steps`` steps and the pseudo-gradient, as a check trains them again;
+  no compression: a check compares the drawn chunks only, and the answer's proofs and the
+  comparison are a fraction of a second).
 
 A **miner-window** is measured in the same process first: ``inner.steps`` AdamW steps of the
 preset on ``micro_batch`` sequences of ``seq_len`` tokens, the pseudo-gradient and its
@@ -37,6 +39,7 @@ from benchmarks.common import PeakMemory, setup
 from subnet.compression import CompressionConfig, ErrorFeedback, build_compressor
 from subnet.config import ProtocolConfig
 from subnet.model import build_model
+from subnet.neuron.replay import Replayer
 from subnet.scoring import FingerprintLog, find_matches
 from subnet.scoring.assess import WindowProbe, assess_window
 from subnet.scoring.sample import evaluated
@@ -110,8 +113,12 @@ def validator_total_job(
     random_ids = list(range(p.eval_samples, 2 * p.eval_samples))
     assess_window(probe, deltas, own, random_ids, norms=norms, measured=sample)
     t3 = time.perf_counter()
+    replayer = Replayer(model, p.inner)
+    window_ids = range(p.inner.steps * p.inner.micro_batch * p.inner.accumulation)
+    batches = _batches(tokens, window_ids, p.inner.micro_batch)
     for _ in range(p.scoring.checks):  # a check trains the window again
-        _window(model, tokens, p)
+        replayer.replay(state, batches, p.inner.steps)
+    load_parameters(model, state)
     t4 = time.perf_counter()
     parts = {"collect": t1 - t0, "screens": t2 - t1, "scoring": t3 - t2, "checks": t4 - t3}
     return memory.stop(4 * sum(v.numel() for v in state.values())) | {
