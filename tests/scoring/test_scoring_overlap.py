@@ -82,6 +82,7 @@ def test_a_fingerprint_is_bounded_and_exact_for_small_sets() -> None:
     fb, fs = fingerprint(big, 1), fingerprint(small, 1)
     assert fb.size == big.size and fb.bottom.size == SKETCH and not fb.exact
     assert fb.nbytes == 8 * (SKETCH + BINS)  # 33 kB whatever the set's size
+    assert fb.bottom.base is None  # its own memory, not a view keeping every hash alive
     assert fs.exact and fs.bottom.size == 300
     truth = intersection_size(small, other) / 300
     assert estimate_overlap(fs, fingerprint(other, 1)) == truth
