@@ -13,6 +13,12 @@ every round warm-started at ``inner.moment_init`` (what makes a miner's round re
 the protocol's ``inner.steps`` unless ``--inner-steps`` says otherwise. ``diloco`` is the paper's:
 dense fp32, outer Nesterov, each worker's AdamW kept across rounds. ``sparseloco-kept`` is
 SparseLoCo with kept moments, to measure what the fresh optimizer costs.
+``sparseloco-top128`` (any ``-topK``) is SparseLoCo at another density, and ``sparseloco-all``
+the every-coordinate control: the same pipeline with top-k = chunk x chunk.
+
+``--regime paper`` (issue 45) is the SparseLoCo paper's shape on this machine: R = 8, H = 15,
+about 20 tokens per parameter, every method above tuned and run on 3 seeds (``PAPER`` below; a
+larger model with ``--device cuda``).
 
 Tuning (``benchmarks.tuning``): every method's rates are searched at the first seed on a
 validation split (train samples no worker trains on), from the defaults, until every chosen value
