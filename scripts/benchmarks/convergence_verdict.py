@@ -33,6 +33,14 @@ def verdict(results: dict[str, dict], tuned: bool = True) -> dict:
         targets["bytes_vs_diloco_ge_100x_both_ways"] = (
             min(out["diloco_up_over_sparseloco_up"], out["diloco_down_over_sparseloco_down"]) >= 100
         )
+    if dense:  # every variant of the sparse pipeline (another density, every coordinate sent)
+        for name, r in results.items():
+            if name.startswith("sparseloco-") and name != "sparseloco-kept":
+                out[f"{name}_loss_over_best_diloco"] = round(r[loss] / dense[loss], 4)
+                out[f"diloco_bytes_over_{name}"] = round(dense["bytes"] / r["bytes"], 1)
+        if "sparseloco-all" in results:
+            every = out["sparseloco-all_loss_over_best_diloco"]
+            targets["every_coordinate_vs_best_diloco_le_1.01"] = every <= 1.01
     if sparse and results.get("sparseloco-kept"):
         kept = results["sparseloco-kept"][loss]
         out["fresh_optimizer_loss_over_kept"] = round(sparse[loss] / kept, 4)

@@ -69,9 +69,8 @@ def test_compression_reports_every_codec_with_medians_and_spreads() -> None:
 
 
 def test_broadcast_reports_the_protocol_default_in_its_own_object() -> None:
-    r = bench(
-        "broadcast", "--preset", "tiny", "--uploads", "3", "--rounds", "2", "--budget", "2,1:model"
-    )
+    r = bench("broadcast", "--preset", "tiny", "--uploads", "3", "--uploads-list", "2,5",
+              "--rounds", "2", "--budget", "2,1:model")  # fmt: skip
     has(
         r,
         "benchmark",
@@ -96,7 +95,22 @@ def test_broadcast_reports_the_protocol_default_in_its_own_object() -> None:
             "rounds",
         )
         assert r[lane]["all_bit_exact"]
-    assert r["target_met"] == (r["default"]["download_over_upload"] <= 1)
+    by_uploads = r["default"]["by_uploads"]
+    assert sorted(by_uploads, key=int) == ["2", "3", "5"]  # the list and --uploads
+    for row in by_uploads.values():
+        has(row, "upload_bytes_per_miner_per_round", "download_over_upload", "all_bit_exact")
+    assert by_uploads["3"]["download_over_upload"] == r["default"]["download_over_upload"]
+    assert r["target_met"] == all(row["download_over_upload"] <= 3 for row in by_uploads.values())
+
+
+def test_broadcast_reports_the_loss_cost_per_number_of_uploads(iambic_1024: Path) -> None:
+    data = str(iambic_1024 / "iambic-v1024")
+    r = bench("broadcast", "--preset", "tiny", "--uploads", "2", "--uploads-list", "",
+              "--rounds", "2", "--loss-uploads", "2", "--data", data, "--inner-steps", "2",
+              "--seeds", "0", "--eval-batches", "2")  # fmt: skip
+    row = r["default"]["by_uploads"]["2"]
+    has(row, "download_over_upload", "loss_over_exact", "loss")
+    assert row["loss"]["workers"] == 2 and row["loss"]["rounds"] == 2
 
 
 def test_broadcast_loss_trains_the_default_against_the_exact_merge(iambic_1024: Path) -> None:
