@@ -198,8 +198,9 @@ def _count(args: argparse.Namespace, uploads: int) -> tuple[dict[str, _Lane], in
     for r in range(args.rounds):
         batch = _uploads(model, uploads, r, cfg)
         ups += [n for n, _ in batch]
-        merged = merge_payloads(compressor, [pl for _, pl in batch], shapes,
-                                [1.0] * len(batch), p.aggregation)  # fmt: skip
+        merged = merge_payloads(
+            compressor, [pl for _, pl in batch], shapes, [1.0] * len(batch), p.aggregation
+        )
         for name, lane in lanes.items():
             base = states[name]
             target = {k: v.clone() for k, v in base.items()}
@@ -267,8 +268,9 @@ def run(args: argparse.Namespace) -> dict:
         loss = run_loss(argparse.Namespace(**{**vars(loss_base), "workers": r}))
         row = by_uploads.setdefault(str(r), {})
         row["loss_over_exact"] = loss["default"]["loss_over_exact"]
-        row["loss"] = {k: loss[k] for k in ("preset", "dataset", "workers", "inner_steps",
-                                            "rounds", "seeds")}  # fmt: skip
+        row["loss"] = {
+            k: loss[k] for k in ("preset", "dataset", "workers", "inner_steps", "rounds", "seeds")
+        }
         row["loss"]["heldout_loss_mean"] = {
             lane: loss[lane]["heldout_loss_mean"] for lane in ("exact", "default")
         }

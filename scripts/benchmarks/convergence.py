@@ -247,8 +247,10 @@ def method_of(name: str, args: argparse.Namespace) -> Method:
     variant = VARIANT.match(name)
     base = variant[1] if variant else name
     if base not in METHODS:
-        raise KeyError(f"unknown method {name!r}: ddp, {', '.join(METHODS)}, or a variant "
-                       "such as sparseloco-top128 or sparseloco-all")  # fmt: skip
+        raise KeyError(
+            f"unknown method {name!r}: ddp, {', '.join(METHODS)}, or a variant "
+            "such as sparseloco-top128 or sparseloco-all"
+        )
     method = METHODS[base]
     if args.keep_optimizer and not method.keep_optimizer:
         method = Method(method.compression, method.outer, method.aggregation, True, KEPT_AXES)

